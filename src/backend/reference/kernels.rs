@@ -1,0 +1,251 @@
+//! Generic array kernels for the interpreter.
+
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
+
+/// Arithmetic on the numeric element types, with XLA's semantics where
+/// they differ from Rust's (integer division by zero gives -1 or the
+/// dividend instead of panicking; shifts wrap).
+pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + std::fmt::Debug + 'static {
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn rem(self, o: Self) -> Self;
+    fn lowest() -> Self;
+    fn highest() -> Self;
+    fn neg(self) -> Self;
+    fn abs(self) -> Self;
+    fn sign(self) -> Self;
+}
+
+macro_rules! num_float {
+    ($t:ty) => {
+        impl Num for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            fn rem(self, o: Self) -> Self {
+                // Sign of the divisor, as PyTorch's remainder.
+                let r = self % o;
+                if r != 0.0 && ((r < 0.0) != (o < 0.0)) {
+                    r + o
+                } else {
+                    r
+                }
+            }
+            fn lowest() -> Self {
+                <$t>::NEG_INFINITY
+            }
+            fn highest() -> Self {
+                <$t>::INFINITY
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                self.abs()
+            }
+            fn sign(self) -> Self {
+                if self > 0.0 {
+                    1.0
+                } else if self < 0.0 {
+                    -1.0
+                } else {
+                    self
+                }
+            }
+        }
+    };
+}
+
+macro_rules! num_int {
+    ($t:ty) => {
+        impl Num for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn sub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            fn mul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn div(self, o: Self) -> Self {
+                if o == 0 {
+                    -1
+                } else {
+                    self.wrapping_div(o)
+                }
+            }
+            fn rem(self, o: Self) -> Self {
+                if o == 0 {
+                    return self;
+                }
+                let r = self.wrapping_rem(o);
+                if r != 0 && ((r < 0) != (o < 0)) {
+                    r + o
+                } else {
+                    r
+                }
+            }
+            fn lowest() -> Self {
+                <$t>::MIN
+            }
+            fn highest() -> Self {
+                <$t>::MAX
+            }
+            fn neg(self) -> Self {
+                self.wrapping_neg()
+            }
+            fn abs(self) -> Self {
+                self.wrapping_abs()
+            }
+            fn sign(self) -> Self {
+                self.signum()
+            }
+        }
+    };
+}
+
+num_float!(f32);
+num_float!(f64);
+num_int!(i32);
+num_int!(i64);
+
+/// `a op b` elementwise for equal shapes.
+pub(crate) fn zip<T: Copy, U>(a: &ArrayD<T>, b: &ArrayD<T>, f: impl Fn(T, T) -> U) -> ArrayD<U> {
+    ndarray::Zip::from(a).and(b).map_collect(|&x, &y| f(x, y))
+}
+
+/// Reduces `dims` (sorted) with `f` from `init`.
+pub(crate) fn reduce<T: Copy>(a: &ArrayD<T>, dims: &[usize], init: T, f: impl Fn(T, T) -> T) -> ArrayD<T> {
+    let mut out = a.clone();
+    for &d in dims.iter().rev() {
+        out = out.fold_axis(Axis(d), init, |&acc, &x| f(acc, x));
+    }
+    out
+}
+
+/// Index of the first extremum along `dim`; `better(x, best)` says when
+/// `x` replaces the current best.
+pub(crate) fn arg_reduce<T: Copy>(a: &ArrayD<T>, dim: usize, better: impl Fn(T, T) -> bool) -> ArrayD<i64> {
+    a.map_axis(Axis(dim), |lane| {
+        let mut best = 0usize;
+        for (i, &x) in lane.iter().enumerate() {
+            if i > 0 && better(x, lane[best]) {
+                best = i;
+            }
+        }
+        best as i64
+    })
+}
+
+/// Batched matrix product of `[.., m, k]` and `[.., k, n]`.
+pub(crate) fn matmul<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>) -> ArrayD<T> {
+    let r = a.ndim();
+    let (m, k, n) = (a.shape()[r - 2], a.shape()[r - 1], b.shape()[r - 1]);
+    let batch: usize = a.shape()[..r - 2].iter().product();
+    let a3 = a.as_standard_layout();
+    let b3 = b.as_standard_layout();
+    let av = a3.as_slice().expect("standard layout");
+    let bv = b3.as_slice().expect("standard layout");
+    let mut out = vec![T::default(); batch * m * n];
+    for bi in 0..batch {
+        let (ao, bo, oo) = (bi * m * k, bi * k * n, bi * m * n);
+        for i in 0..m {
+            for p in 0..k {
+                let x = av[ao + i * k + p];
+                let row = &bv[bo + p * n..bo + p * n + n];
+                let dst = &mut out[oo + i * n..oo + i * n + n];
+                for (d, &y) in dst.iter_mut().zip(row) {
+                    *d = d.add(x.mul(y));
+                }
+            }
+        }
+    }
+    let mut shape = a.shape()[..r - 1].to_vec();
+    shape.push(n);
+    ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape matches")
+}
+
+/// Coordinates of nonzero elements in row-major order, `[count, rank]`.
+pub(crate) fn nonzero<T: Copy>(a: &ArrayD<T>, is_nonzero: impl Fn(T) -> bool) -> ArrayD<i64> {
+    let rank = a.ndim();
+    let mut coords = Vec::new();
+    let mut count = 0;
+    for (idx, &x) in a.indexed_iter() {
+        if is_nonzero(x) {
+            coords.extend((0..rank).map(|d| idx[d] as i64));
+            count += 1;
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&[count, rank]), coords).expect("shape matches")
+}
+
+/// Elements where `mask` holds, row-major.
+pub(crate) fn masked_select<T: Copy>(a: &ArrayD<T>, mask: &ArrayD<bool>) -> ArrayD<T> {
+    let v: Vec<T> = a.iter().zip(mask.iter()).filter(|(_, &m)| m).map(|(&x, _)| x).collect();
+    let n = v.len();
+    ArrayD::from_shape_vec(IxDyn(&[n]), v).expect("shape matches")
+}
+
+/// Sorted distinct values (NaNs, which equal nothing, sort last and stay
+/// distinct, as `torch.unique` does).
+pub(crate) fn unique<T: Num>(a: &ArrayD<T>) -> ArrayD<T> {
+    let mut v: Vec<T> = a.iter().copied().collect();
+    v.sort_by(|x, y| x.partial_cmp(y).unwrap_or_else(|| (x != x).cmp(&(y != y))));
+    v.dedup_by(|x, y| x == y);
+    let n = v.len();
+    ArrayD::from_shape_vec(IxDyn(&[n]), v).expect("shape matches")
+}
+
+/// How often each value of `u` occurs in `a`.
+pub(crate) fn unique_counts<T: Num>(a: &ArrayD<T>, u: &ArrayD<T>) -> ArrayD<i64> {
+    u.mapv(|x| a.iter().filter(|&&y| y == x).count() as i64)
+}
+
+/// Positions of `a` with `index[p]` substituted at `dim`, for gather and
+/// scatter.
+pub(crate) fn with_index(p: &IxDyn, dim: usize, i: usize) -> IxDyn {
+    let mut q = p.clone();
+    q[dim] = i;
+    q
+}
+
+/// Checks an index against a size and converts it.
+pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::Result<usize> {
+    if i < 0 || i as usize >= size {
+        Err(super::err(op, format!("{op}: index {i} is out of range for a dimension of size {size}")))
+    } else {
+        Ok(i as usize)
+    }
+}
+
+/// A view as a dynamic-dim array view (helper for slicing params).
+pub(crate) fn slice_to<T: Clone>(a: &ArrayD<T>, sizes: &[usize]) -> ArrayD<T> {
+    let view: ArrayViewD<'_, T> = a.slice_each_axis(|ax| ndarray::Slice::from(0..sizes[ax.axis.index()]));
+    view.to_owned()
+}

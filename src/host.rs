@@ -1,0 +1,152 @@
+//! Host arrays: dense, row-major data on the CPU tagged with its dtype.
+//!
+//! This is what crosses the boundary between the user and a backend
+//! (`upload`/`download`) and what the reference backend computes on.
+
+use crate::dtype::DType;
+use ndarray::ArrayD;
+
+/// A dense host array of one of the supported dtypes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostArray {
+    /// Booleans.
+    Bool(ArrayD<bool>),
+    /// 32-bit integers.
+    I32(ArrayD<i32>),
+    /// 64-bit integers.
+    I64(ArrayD<i64>),
+    /// 32-bit floats.
+    F32(ArrayD<f32>),
+    /// 64-bit floats.
+    F64(ArrayD<f64>),
+}
+
+/// Runs `$body` with `$a` bound to the typed array inside a [`HostArray`].
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_host_array {
+    ($x:expr, $a:ident => $body:expr) => {
+        match $x {
+            $crate::host::HostArray::Bool($a) => $body,
+            $crate::host::HostArray::I32($a) => $body,
+            $crate::host::HostArray::I64($a) => $body,
+            $crate::host::HostArray::F32($a) => $body,
+            $crate::host::HostArray::F64($a) => $body,
+        }
+    };
+}
+
+/// Like [`with_host_array!`] but rewraps the typed result in the same variant.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_host_array {
+    ($x:expr, $a:ident => $body:expr) => {
+        match $x {
+            $crate::host::HostArray::Bool($a) => $crate::host::HostArray::Bool($body),
+            $crate::host::HostArray::I32($a) => $crate::host::HostArray::I32($body),
+            $crate::host::HostArray::I64($a) => $crate::host::HostArray::I64($body),
+            $crate::host::HostArray::F32($a) => $crate::host::HostArray::F32($body),
+            $crate::host::HostArray::F64($a) => $crate::host::HostArray::F64($body),
+        }
+    };
+}
+
+impl HostArray {
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostArray::Bool(_) => DType::Bool,
+            HostArray::I32(_) => DType::I32,
+            HostArray::I64(_) => DType::I64,
+            HostArray::F32(_) => DType::F32,
+            HostArray::F64(_) => DType::F64,
+        }
+    }
+
+    /// The exact shape.
+    pub fn shape(&self) -> &[usize] {
+        with_host_array!(self, a => a.shape())
+    }
+
+    /// An array of the given dtype and shape filled with `value`.
+    pub fn full(dtype: DType, shape: &[usize], value: f64) -> HostArray {
+        let sh = ndarray::IxDyn(shape);
+        match dtype {
+            DType::Bool => HostArray::Bool(ArrayD::from_elem(sh, value != 0.0)),
+            DType::I32 => HostArray::I32(ArrayD::from_elem(sh, value as i32)),
+            DType::I64 => HostArray::I64(ArrayD::from_elem(sh, value as i64)),
+            DType::F32 => HostArray::F32(ArrayD::from_elem(sh, value as f32)),
+            DType::F64 => HostArray::F64(ArrayD::from_elem(sh, value)),
+        }
+    }
+
+    /// Converts every element to `dtype` with Rust's `as` semantics
+    /// (floats to integers truncate toward zero; nonzero to bool is `true`).
+    pub fn cast(&self, dtype: DType) -> HostArray {
+        fn conv<T: Copy, U>(a: &ArrayD<T>, f: impl Fn(T) -> U) -> ArrayD<U> {
+            a.mapv(f)
+        }
+        macro_rules! to {
+            ($a:expr, $t:ty) => {
+                match dtype {
+                    DType::Bool => HostArray::Bool(conv($a, |x: $t| x as f64 != 0.0)),
+                    DType::I32 => HostArray::I32(conv($a, |x: $t| x as i32)),
+                    DType::I64 => HostArray::I64(conv($a, |x: $t| x as i64)),
+                    DType::F32 => HostArray::F32(conv($a, |x: $t| x as f32)),
+                    DType::F64 => HostArray::F64(conv($a, |x: $t| x as f64)),
+                }
+            };
+        }
+        match self {
+            HostArray::Bool(a) => {
+                let i = conv(a, |x: bool| x as u8);
+                to!(&i, u8)
+            }
+            HostArray::I32(a) => to!(a, i32),
+            HostArray::I64(a) => to!(a, i64),
+            HostArray::F32(a) => to!(a, f32),
+            HostArray::F64(a) => to!(a, f64),
+        }
+    }
+
+    /// The elements as `f64` in row-major order (for printing and tests).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        use crate::dtype::Element;
+        with_host_array!(self, a => a.iter().map(|x| x.to_f64()).collect())
+    }
+
+    /// The raw little-endian bytes in row-major order (bool as one byte).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            HostArray::Bool(a) => a.iter().map(|&b| b as u8).collect(),
+            HostArray::I32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostArray::I64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostArray::F32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostArray::F64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Builds an array from little-endian bytes in row-major order.
+    pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> HostArray {
+        let sh = ndarray::IxDyn(shape);
+        macro_rules! build {
+            ($t:ty, $n:expr, $v:ident) => {{
+                let data: Vec<$t> = bytes
+                    .chunks_exact($n)
+                    .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
+                    .collect();
+                HostArray::$v(ArrayD::from_shape_vec(sh, data).expect("byte count matches shape"))
+            }};
+        }
+        match dtype {
+            DType::Bool => HostArray::Bool(
+                ArrayD::from_shape_vec(sh, bytes.iter().map(|&b| b != 0).collect())
+                    .expect("byte count matches shape"),
+            ),
+            DType::I32 => build!(i32, 4, I32),
+            DType::I64 => build!(i64, 8, I64),
+            DType::F32 => build!(f32, 4, F32),
+            DType::F64 => build!(f64, 8, F64),
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! Shape and dtype inference: one exhaustive `match` over [`Op`].
+//!
+//! Inference is the single place that decides whether an op accepts its
+//! operands. It never runs anything; dynamic ops introduce fresh size
+//! variables here, with bounds from their operands' bounds.
+
+use super::node::{shape_string, Node};
+use super::op::{BinaryOp, Op, UnaryOp};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::symint::{SizeExpr, VarRef};
+use std::sync::Arc;
+
+/// The dtype and shape of `op` applied to `inputs`, or why it does not apply.
+pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExpr>)> {
+    let name = op.name();
+    let arity = |n: usize| -> Result<()> {
+        if inputs.len() == n {
+            Ok(())
+        } else {
+            Err(Error::internal(name, format!("expected {n} operands, got {}", inputs.len())))
+        }
+    };
+    match op {
+        Op::Data { dtype, shape } => {
+            arity(0)?;
+            Ok((*dtype, shape.clone()))
+        }
+        Op::Scalar { dtype, .. } => {
+            arity(0)?;
+            Ok((*dtype, Vec::new()))
+        }
+        Op::Iota { dtype, shape, dim } => {
+            arity(0)?;
+            check_dim(name, *dim, shape)?;
+            Ok((*dtype, shape.clone()))
+        }
+        Op::SizeOf(_) => {
+            arity(0)?;
+            Ok((DType::I64, Vec::new()))
+        }
+        Op::RandomUniform { dtype, shape } => {
+            arity(1)?;
+            if !dtype.is_float() {
+                return Err(Error::dtype(name, format!("needs a float dtype, got {dtype}")));
+            }
+            let seed = &inputs[0];
+            if seed.dtype != DType::I64 || !seed.shape.is_empty() {
+                return Err(Error::dtype(name, "the seed must be an i64 scalar tensor"));
+            }
+            reject_dynamic(name, shape)?;
+            Ok((*dtype, shape.clone()))
+        }
+        Op::Unary(u) => {
+            arity(1)?;
+            let x = &inputs[0];
+            let ok = match u {
+                UnaryOp::Not => x.dtype == DType::Bool,
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => x.dtype != DType::Bool,
+                UnaryOp::Exp
+                | UnaryOp::Log
+                | UnaryOp::Sqrt
+                | UnaryOp::Rsqrt
+                | UnaryOp::Tanh
+                | UnaryOp::Sigmoid
+                | UnaryOp::Erf
+                | UnaryOp::Floor
+                | UnaryOp::Sin
+                | UnaryOp::Cos => x.dtype.is_float(),
+            };
+            if !ok {
+                return Err(Error::dtype(
+                    name,
+                    format!("does not accept dtype {} (shape {}); convert with to_dtype first", x.dtype, shape_string(&x.shape)),
+                ));
+            }
+            Ok((x.dtype, x.shape.clone()))
+        }
+        Op::Binary(b) => {
+            arity(2)?;
+            let (x, y) = (&inputs[0], &inputs[1]);
+            same_dtype(name, x, y)?;
+            let ok = match b {
+                BinaryOp::And | BinaryOp::Or => x.dtype == DType::Bool,
+                BinaryOp::Pow => x.dtype.is_float(),
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Max
+                | BinaryOp::Min
+                | BinaryOp::Rem => x.dtype != DType::Bool,
+            };
+            if !ok {
+                return Err(Error::dtype(name, format!("does not accept dtype {}; convert with to_dtype first", x.dtype)));
+            }
+            same_shape(name, x, y)?;
+            Ok((x.dtype, x.shape.clone()))
+        }
+        Op::Compare(_) => {
+            arity(2)?;
+            let (x, y) = (&inputs[0], &inputs[1]);
+            same_dtype(name, x, y)?;
+            same_shape(name, x, y)?;
+            Ok((DType::Bool, x.shape.clone()))
+        }
+        Op::Select => {
+            arity(3)?;
+            let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
+            if c.dtype != DType::Bool {
+                return Err(Error::dtype(name, format!("the condition must be bool, got {}", c.dtype)));
+            }
+            same_dtype(name, t, f)?;
+            same_shape(name, c, t)?;
+            same_shape(name, t, f)?;
+            Ok((t.dtype, t.shape.clone()))
+        }
+        Op::Convert(d) => {
+            arity(1)?;
+            Ok((*d, inputs[0].shape.clone()))
+        }
+        Op::Broadcast { shape, dims } => {
+            arity(1)?;
+            let x = &inputs[0];
+            if dims.len() != x.shape.len() || dims.windows(2).any(|w| w[0] >= w[1]) || dims.iter().any(|&d| d >= shape.len()) {
+                return Err(Error::internal(name, format!("bad dims {dims:?} for {} -> {}", shape_string(&x.shape), shape_string(shape))));
+            }
+            for (i, &d) in dims.iter().enumerate() {
+                let (from, to) = (&x.shape[i], &shape[d]);
+                if from != to && from.as_const() != Some(1) {
+                    return Err(size_mismatch(name, from, to, &x.shape, shape));
+                }
+            }
+            Ok((x.dtype, shape.clone()))
+        }
+        Op::Reshape { shape } => {
+            arity(1)?;
+            let x = &inputs[0];
+            if numel(&x.shape) != numel(shape) {
+                return Err(Error::shape(
+                    name,
+                    format!("cannot reshape {} into {}: the element counts differ", shape_string(&x.shape), shape_string(shape)),
+                ));
+            }
+            if shape.iter().filter(|d| d.as_const().is_none()).count() > 1 {
+                return Err(Error::shape(
+                    name,
+                    format!(
+                        "the result {} would have more than one dynamic dimension, which XLA cannot express; pad_to_bound(fill) the input first",
+                        shape_string(shape)
+                    ),
+                ));
+            }
+            Ok((x.dtype, shape.clone()))
+        }
+        Op::Transpose { perm } => {
+            arity(1)?;
+            let x = &inputs[0];
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if sorted != (0..x.shape.len()).collect::<Vec<_>>() {
+                return Err(Error::shape(name, format!("{perm:?} is not a permutation of the dims of {}", shape_string(&x.shape))));
+            }
+            Ok((x.dtype, perm.iter().map(|&p| x.shape[p].clone()).collect()))
+        }
+        Op::Slice { dim, start, len } => {
+            arity(1)?;
+            let x = &inputs[0];
+            check_dim(name, *dim, &x.shape)?;
+            let size = &x.shape[*dim];
+            let Some(n) = size.as_const() else {
+                return Err(Error::DynamicUnsupported { op: "narrow", dim: *dim, shape: shape_string(&x.shape) });
+            };
+            if start + len > n as usize {
+                return Err(Error::shape(
+                    "narrow",
+                    format!("start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})", shape_string(&x.shape)),
+                ));
+            }
+            let mut out = x.shape.clone();
+            out[*dim] = SizeExpr::constant(*len as i64);
+            Ok((x.dtype, out))
+        }
+        Op::Concat { dim } => {
+            let first = inputs.first().ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
+            check_dim("cat", *dim, &first.shape)?;
+            let mut total = SizeExpr::constant(0);
+            for x in inputs.iter() {
+                same_dtype("cat", first, x)?;
+                if x.shape.len() != first.shape.len() {
+                    return Err(Error::shape(
+                        "cat",
+                        format!("all tensors need the same rank; got {} and {}", shape_string(&first.shape), shape_string(&x.shape)),
+                    ));
+                }
+                for d in 0..x.shape.len() {
+                    if d != *dim && x.shape[d] != first.shape[d] {
+                        return Err(size_mismatch("cat", &first.shape[d], &x.shape[d], &first.shape, &x.shape));
+                    }
+                }
+                total = total.add(&x.shape[*dim]);
+            }
+            let mut out = first.shape.clone();
+            out[*dim] = total;
+            Ok((first.dtype, out))
+        }
+        Op::PadToBound { .. } => {
+            arity(1)?;
+            let x = &inputs[0];
+            Ok((x.dtype, x.shape.iter().map(|d| SizeExpr::constant(d.hi().max(0))).collect()))
+        }
+        Op::Reduce { dims, .. } => {
+            arity(1)?;
+            let x = &inputs[0];
+            for &d in dims {
+                check_dim(name, d, &x.shape)?;
+            }
+            if dims.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(Error::internal(name, format!("dims {dims:?} must be sorted and distinct")));
+            }
+            if x.dtype == DType::Bool {
+                return Err(Error::dtype(name, "cannot reduce bool tensors; convert with to_dtype first"));
+            }
+            let out = (0..x.shape.len()).filter(|d| !dims.contains(d)).map(|d| x.shape[d].clone()).collect();
+            Ok((x.dtype, out))
+        }
+        Op::ArgReduce { dim, .. } => {
+            arity(1)?;
+            let x = &inputs[0];
+            check_dim(name, *dim, &x.shape)?;
+            if x.dtype == DType::Bool {
+                return Err(Error::dtype(name, "cannot reduce bool tensors; convert with to_dtype first"));
+            }
+            let mut out = x.shape.clone();
+            out.remove(*dim);
+            Ok((DType::I64, out))
+        }
+        Op::MatMul => {
+            arity(2)?;
+            let (a, b) = (&inputs[0], &inputs[1]);
+            same_dtype("matmul", a, b)?;
+            let r = a.shape.len();
+            if r < 2 || b.shape.len() != r {
+                return Err(Error::internal("matmul", format!("ranks {} and {}", a.shape.len(), b.shape.len())));
+            }
+            if a.dtype == DType::Bool {
+                return Err(Error::dtype("matmul", "bool operands are not supported; convert with to_dtype first"));
+            }
+            for d in 0..r - 2 {
+                if a.shape[d] != b.shape[d] {
+                    return Err(size_mismatch("matmul", &a.shape[d], &b.shape[d], &a.shape, &b.shape));
+                }
+            }
+            if a.shape[r - 1] != b.shape[r - 2] {
+                return Err(size_mismatch("matmul", &a.shape[r - 1], &b.shape[r - 2], &a.shape, &b.shape));
+            }
+            let mut out = a.shape[..r - 1].to_vec();
+            out.push(b.shape[r - 1].clone());
+            Ok((a.dtype, out))
+        }
+        Op::IndexSelect { dim } => {
+            arity(2)?;
+            let (x, idx) = (&inputs[0], &inputs[1]);
+            check_dim("index_select", *dim, &x.shape)?;
+            index_dtype("index_select", idx)?;
+            if idx.shape.len() != 1 {
+                return Err(Error::shape("index_select", format!("the index must be 1-D, got shape {}", shape_string(&idx.shape))));
+            }
+            let mut out = x.shape.clone();
+            out[*dim] = idx.shape[0].clone();
+            Ok((x.dtype, out))
+        }
+        Op::Gather { dim } => {
+            arity(2)?;
+            let (x, idx) = (&inputs[0], &inputs[1]);
+            check_dim("gather", *dim, &x.shape)?;
+            index_dtype("gather", idx)?;
+            if idx.shape.len() != x.shape.len() {
+                return Err(Error::shape(
+                    "gather",
+                    format!("the index {} must have the rank of the input {}", shape_string(&idx.shape), shape_string(&x.shape)),
+                ));
+            }
+            for d in 0..x.shape.len() {
+                if d != *dim && idx.shape[d] != x.shape[d] {
+                    return Err(size_mismatch("gather", &x.shape[d], &idx.shape[d], &x.shape, &idx.shape));
+                }
+            }
+            Ok((x.dtype, idx.shape.clone()))
+        }
+        Op::IndexAdd { dim } => {
+            arity(3)?;
+            let (base, idx, src) = (&inputs[0], &inputs[1], &inputs[2]);
+            check_dim("index_add", *dim, &base.shape)?;
+            index_dtype("index_add", idx)?;
+            same_dtype("index_add", base, src)?;
+            let mut expect = base.shape.clone();
+            expect[*dim] = idx.shape.first().cloned().unwrap_or_else(|| SizeExpr::constant(1));
+            if idx.shape.len() != 1 || expect != src.shape {
+                return Err(Error::shape(
+                    "index_add",
+                    format!(
+                        "source {} must be the base {} with dim {dim} replaced by the index length (index {})",
+                        shape_string(&src.shape),
+                        shape_string(&base.shape),
+                        shape_string(&idx.shape)
+                    ),
+                ));
+            }
+            Ok((base.dtype, base.shape.clone()))
+        }
+        Op::ScatterAdd { dim } => {
+            arity(3)?;
+            let (base, idx, src) = (&inputs[0], &inputs[1], &inputs[2]);
+            check_dim("scatter_add", *dim, &base.shape)?;
+            index_dtype("scatter_add", idx)?;
+            same_dtype("scatter_add", base, src)?;
+            same_shape("scatter_add", idx, src)?;
+            if idx.shape.len() != base.shape.len() {
+                return Err(Error::shape("scatter_add", "index and base need the same rank"));
+            }
+            Ok((base.dtype, base.shape.clone()))
+        }
+        Op::MaskedScatter => {
+            arity(3)?;
+            let (base, mask, src) = (&inputs[0], &inputs[1], &inputs[2]);
+            if mask.dtype != DType::Bool {
+                return Err(Error::dtype("masked_scatter", "the mask must be bool"));
+            }
+            same_shape("masked_scatter", base, mask)?;
+            same_dtype("masked_scatter", base, src)?;
+            if src.shape.len() != 1 {
+                return Err(Error::shape("masked_scatter", "the source must be 1-D"));
+            }
+            Ok((base.dtype, base.shape.clone()))
+        }
+        Op::Nonzero => {
+            arity(1)?;
+            let x = &inputs[0];
+            let n = VarRef::fresh(0, bound_numel(&x.shape));
+            Ok((DType::I64, vec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)]))
+        }
+        Op::MaskedSelect => {
+            arity(2)?;
+            let (x, mask) = (&inputs[0], &inputs[1]);
+            if mask.dtype != DType::Bool {
+                return Err(Error::dtype("masked_select", format!("the mask must be bool, got {}", mask.dtype)));
+            }
+            same_shape("masked_select", x, mask)?;
+            let n = VarRef::fresh(0, bound_numel(&x.shape));
+            Ok((x.dtype, vec![SizeExpr::var(n)]))
+        }
+        Op::Unique => {
+            arity(1)?;
+            let x = &inputs[0];
+            if x.dtype == DType::Bool {
+                return Err(Error::dtype("unique", "bool tensors are not supported; convert with to_dtype first"));
+            }
+            let total = bound_numel(&x.shape);
+            let lo = if min_numel(&x.shape) > 0 { 1 } else { 0 };
+            let n = VarRef::fresh(lo, total.max(lo));
+            Ok((x.dtype, vec![SizeExpr::var(n)]))
+        }
+        Op::UniqueCounts => {
+            arity(2)?;
+            Ok((DType::I64, inputs[1].shape.clone()))
+        }
+    }
+}
+
+fn numel(shape: &[SizeExpr]) -> SizeExpr {
+    shape.iter().fold(SizeExpr::constant(1), |acc, d| acc.mul(d))
+}
+
+fn bound_numel(shape: &[SizeExpr]) -> i64 {
+    shape.iter().map(|d| d.hi().max(0)).product()
+}
+
+fn min_numel(shape: &[SizeExpr]) -> i64 {
+    shape.iter().map(|d| d.lo().max(0)).product()
+}
+
+fn check_dim(op: &'static str, dim: usize, shape: &[SizeExpr]) -> Result<()> {
+    if dim < shape.len() {
+        Ok(())
+    } else {
+        Err(Error::DimOutOfRange {
+            op,
+            dim: dim as i64,
+            rank: shape.len(),
+            shape: shape_string(shape),
+        })
+    }
+}
+
+fn reject_dynamic(op: &'static str, shape: &[SizeExpr]) -> Result<()> {
+    match shape.iter().position(|d| d.as_const().is_none()) {
+        Some(dim) => Err(Error::DynamicUnsupported {
+            op,
+            dim,
+            shape: shape_string(shape),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn index_dtype(op: &'static str, idx: &Node) -> Result<()> {
+    if idx.dtype.is_int() {
+        Ok(())
+    } else {
+        Err(Error::dtype(op, format!("the index must be i32 or i64, got {}", idx.dtype)))
+    }
+}
+
+fn same_dtype(op: &'static str, a: &Node, b: &Node) -> Result<()> {
+    if a.dtype == b.dtype {
+        Ok(())
+    } else {
+        Err(Error::dtype(op, format!("operand dtypes differ: {} and {}; convert one with to_dtype", a.dtype, b.dtype)))
+    }
+}
+
+/// Two shapes must be equal dim by dim (as canonical expressions).
+pub(crate) fn same_shape(op: &'static str, a: &Node, b: &Node) -> Result<()> {
+    if a.shape.len() != b.shape.len() {
+        return Err(Error::shape(
+            op,
+            format!("operand shapes {} and {} have different ranks", shape_string(&a.shape), shape_string(&b.shape)),
+        ));
+    }
+    for (x, y) in a.shape.iter().zip(&b.shape) {
+        if x != y {
+            return Err(size_mismatch(op, x, y, &a.shape, &b.shape));
+        }
+    }
+    Ok(())
+}
+
+/// The error for two sizes that must be equal and are not (or cannot be
+/// proven to be).
+pub(crate) fn size_mismatch(op: &'static str, x: &SizeExpr, y: &SizeExpr, xs: &[SizeExpr], ys: &[SizeExpr]) -> Error {
+    if x.as_const().is_some() && y.as_const().is_some() {
+        Error::shape(
+            op,
+            format!("sizes {x} and {y} do not match (operand shapes {} and {})", shape_string(xs), shape_string(ys)),
+        )
+    } else {
+        let describe = |e: &SizeExpr| match e.as_const() {
+            Some(c) => c.to_string(),
+            None => format!("{e} in [{}, {}]", e.lo(), e.hi()),
+        };
+        Error::UnprovableEquality {
+            op,
+            lhs: describe(x),
+            rhs: describe(y),
+            lhs_shape: shape_string(xs),
+            rhs_shape: shape_string(ys),
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The lazy IR: nodes, the closed op set, shape inference and the printer.
+
+pub(crate) mod infer;
+pub(crate) mod node;
+pub mod op;
+pub(crate) mod print;
+
+pub use node::{live_node_count, Node};
+pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, UnaryOp};

@@ -1,0 +1,137 @@
+//! Graph nodes: an op applied to input nodes, typed by dtype and shape.
+
+use super::op::Op;
+use crate::dtype::DType;
+use crate::runtime::device_data::DeviceData;
+use crate::symint::SizeExpr;
+use smallvec::SmallVec;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
+
+/// The number of graph nodes alive in the process (a memory check: it stays
+/// bounded across steps because a sync releases the graph behind the
+/// tensors it computes).
+pub fn live_node_count() -> usize {
+    LIVE_NODES.load(Ordering::Relaxed)
+}
+
+/// Input list of a node; most ops have at most three operands.
+pub(crate) type Inputs = SmallVec<[Arc<Node>; 3]>;
+
+/// One operation in a lazy graph. Immutable once built; shared with `Arc`.
+#[derive(Debug)]
+pub struct Node {
+    pub(crate) op: Op,
+    /// Operands, in the order the op documents.
+    pub(crate) inputs: Inputs,
+    /// Nodes that define variables mentioned by the op's own size
+    /// arguments (e.g. `Iota`'s shape) that no program has computed yet.
+    /// They are part of the program so those sizes can be computed.
+    pub(crate) size_deps: SmallVec<[Arc<Node>; 1]>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<SizeExpr>,
+    /// The device data of an `Op::Data` leaf.
+    pub(crate) data: Option<Arc<DeviceData>>,
+    /// True when a gradient must flow through this node.
+    pub(crate) requires_grad: bool,
+}
+
+impl Node {
+    pub(crate) fn new(
+        op: Op,
+        inputs: Inputs,
+        size_deps: SmallVec<[Arc<Node>; 1]>,
+        dtype: DType,
+        shape: Vec<SizeExpr>,
+        data: Option<Arc<DeviceData>>,
+        requires_grad: bool,
+    ) -> Arc<Node> {
+        LIVE_NODES.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Node {
+            op,
+            inputs,
+            size_deps,
+            dtype,
+            shape,
+            data,
+            requires_grad,
+        })
+    }
+
+    /// True when any dimension is data-dependent.
+    pub(crate) fn is_dynamic(&self) -> bool {
+        self.shape.iter().any(|d| d.as_const().is_none())
+    }
+
+    /// Upper bounds of the shape.
+    pub(crate) fn bounds(&self) -> Vec<usize> {
+        self.shape.iter().map(|d| d.hi().max(0) as usize).collect()
+    }
+
+    /// Every predecessor that must be computed before this node.
+    pub(crate) fn deps(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.inputs.iter().chain(self.size_deps.iter())
+    }
+}
+
+impl Drop for Node {
+    /// Drops the graph behind a node iteratively, so that a long chain of
+    /// pending ops cannot overflow the stack.
+    fn drop(&mut self) {
+        LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
+        let mut stack: Vec<Arc<Node>> = self.inputs.drain(..).chain(self.size_deps.drain(..)).collect();
+        while let Some(n) = stack.pop() {
+            if let Some(mut inner) = Arc::into_inner(n) {
+                stack.extend(inner.inputs.drain(..));
+                stack.extend(inner.size_deps.drain(..));
+                // `inner` drops here with empty input lists.
+            }
+        }
+    }
+}
+
+/// Formats a shape with bounds: `[<=5, 2]`.
+pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|d| match d.as_const() {
+            Some(c) => c.to_string(),
+            None => format!("<={}", d.hi()),
+        })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// The nodes reachable from `roots` in topological order (inputs first),
+/// computed without recursion. `stop(n)` marks nodes whose predecessors are
+/// not visited (they are treated as leaves).
+pub(crate) fn topo_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<Arc<Node>> {
+    let mut order = Vec::new();
+    let mut seen: HashSet<*const Node> = HashSet::new();
+    // (node, whether its deps were already pushed)
+    let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    while let Some((n, expanded)) = stack.pop() {
+        let key = Arc::as_ptr(&n);
+        if expanded {
+            if seen.insert(key) {
+                order.push(n);
+            }
+            continue;
+        }
+        if seen.contains(&key) {
+            continue;
+        }
+        stack.push((n.clone(), true));
+        if !stop(&n) {
+            for d in n.deps().collect::<Vec<_>>().into_iter().rev() {
+                if !seen.contains(&Arc::as_ptr(d)) {
+                    stack.push((d.clone(), false));
+                }
+            }
+        }
+    }
+    order
+}

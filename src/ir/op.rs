@@ -1,0 +1,330 @@
+//! The closed set of primitive operations.
+//!
+//! Four exhaustive `match`es over [`Op`] give an op its meaning: shape and
+//! dtype inference (`ir::infer`), reference evaluation
+//! (`backend::reference::eval`), StableHLO lowering (`backend::pjrt::lower`)
+//! and the gradient rule (`autograd::rules`). A new variant does not compile
+//! until all four handle it. User-level ops that cost nothing extra as
+//! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
+
+use crate::dtype::DType;
+use crate::symint::SizeExpr;
+use std::hash::{Hash, Hasher};
+
+/// A literal scalar, compared and hashed by its bits so that it can be part
+/// of a cache key.
+#[derive(Copy, Clone, Debug)]
+pub struct Lit(pub f64);
+
+impl PartialEq for Lit {
+    fn eq(&self, other: &Lit) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for Lit {}
+impl Hash for Lit {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state)
+    }
+}
+
+/// Elementwise functions of one operand.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Erf,
+    Floor,
+    Sign,
+    Sin,
+    Cos,
+    /// Logical negation (Bool only).
+    Not,
+}
+
+/// Elementwise functions of two operands of the same dtype and shape.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Floats: true division; integers: truncating division.
+    Div,
+    Pow,
+    Max,
+    Min,
+    /// Remainder with the sign of the divisor (PyTorch's `remainder`).
+    Rem,
+    /// Logical and (Bool only).
+    And,
+    /// Logical or (Bool only).
+    Or,
+}
+
+/// Elementwise comparisons; the result is Bool.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Reductions over a set of dimensions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+}
+
+/// Index-of-extremum reductions over one dimension.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum ArgKind {
+    Max,
+    Min,
+}
+
+/// A primitive operation. Operands are the node's `inputs` in the order
+/// each variant documents; sizes the op needs at run time come from its
+/// shape expressions (see `symint`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    // ----- leaves -----
+    /// Device data held by the node; a program parameter. No operands.
+    Data {
+        /// Element type of the data.
+        dtype: DType,
+        /// Shape, with dynamic dims as expressions.
+        shape: Vec<SizeExpr>,
+    },
+    /// A scalar constant inlined into the program. No operands.
+    Scalar {
+        /// The value.
+        value: Lit,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// Counting 0, 1, 2, .. along `dim` of a tensor of `shape`. No operands.
+    Iota {
+        /// Element type.
+        dtype: DType,
+        /// Output shape (may be dynamic).
+        shape: Vec<SizeExpr>,
+        /// The dimension that counts.
+        dim: usize,
+    },
+    /// The value of a size expression as an I64 scalar. No operands.
+    SizeOf(SizeExpr),
+    /// Uniform random values in `[0, 1)` from a counter-based generator;
+    /// operand: an I64 scalar seed. Identical on every backend.
+    RandomUniform {
+        /// Element type (float).
+        dtype: DType,
+        /// Output shape (static).
+        shape: Vec<SizeExpr>,
+    },
+
+    // ----- elementwise -----
+    /// One operand.
+    Unary(UnaryOp),
+    /// Two operands of equal dtype and shape.
+    Binary(BinaryOp),
+    /// Two operands of equal dtype and shape; Bool result.
+    Compare(CmpOp),
+    /// Operands `cond` (Bool), `on_true`, `on_false`, all of one shape.
+    Select,
+    /// One operand converted to the dtype.
+    Convert(DType),
+
+    // ----- shape -----
+    /// One operand placed into `shape`: operand dim `i` becomes output dim
+    /// `dims[i]` (its size must be 1 or equal); the rest is repeated.
+    Broadcast {
+        /// Output shape.
+        shape: Vec<SizeExpr>,
+        /// Where each operand dimension goes.
+        dims: Vec<usize>,
+    },
+    /// One operand with the same elements in row-major order.
+    Reshape {
+        /// Output shape.
+        shape: Vec<SizeExpr>,
+    },
+    /// One operand with dimensions permuted: output dim `i` is operand dim
+    /// `perm[i]`.
+    Transpose {
+        /// The permutation.
+        perm: Vec<usize>,
+    },
+    /// One operand, `len` elements from `start` along a static `dim`.
+    Slice {
+        /// The dimension.
+        dim: usize,
+        /// First index.
+        start: usize,
+        /// Number of elements.
+        len: usize,
+    },
+    /// Operands joined along `dim`.
+    Concat {
+        /// The dimension.
+        dim: usize,
+    },
+    /// One operand as a static tensor of its bound shape, positions past
+    /// the real sizes set to `fill`.
+    PadToBound {
+        /// The padding value.
+        fill: Lit,
+    },
+
+    // ----- reductions -----
+    /// One operand reduced over `dims` (removed from the shape).
+    Reduce {
+        /// The reduction.
+        kind: ReduceKind,
+        /// Sorted, distinct dims.
+        dims: Vec<usize>,
+    },
+    /// Index (I64) of the first extremum along `dim` (removed).
+    ArgReduce {
+        /// Max or min.
+        kind: ArgKind,
+        /// The dimension.
+        dim: usize,
+    },
+
+    // ----- linear algebra -----
+    /// Operands `[.., m, k]` and `[.., k, n]` with equal batch dims.
+    MatMul,
+
+    // ----- indexing -----
+    /// Operands `x` and 1-D integer `index`: slices of `x` along `dim`.
+    IndexSelect {
+        /// The dimension.
+        dim: usize,
+    },
+    /// Operands `x` and integer `index` of `x`'s rank:
+    /// `out[i][j] = x[index[i][j]][j]` for `dim = 0` (PyTorch's `gather`).
+    Gather {
+        /// The dimension.
+        dim: usize,
+    },
+    /// Operands `base`, 1-D `index`, `src`: `base` with slice `k` of `src`
+    /// added at `index[k]` along `dim` (PyTorch's `index_add`).
+    IndexAdd {
+        /// The dimension.
+        dim: usize,
+    },
+    /// Operands `base`, `index`, `src` (equal shapes for index and src):
+    /// PyTorch's `scatter_add` along `dim`.
+    ScatterAdd {
+        /// The dimension.
+        dim: usize,
+    },
+    /// Operands `base`, Bool `mask` of base's shape, 1-D `src`: `base` with
+    /// the `k`-th true position of `mask` (row-major) set to `src[k]`.
+    /// The inverse of `MaskedSelect`.
+    MaskedScatter,
+
+    // ----- dynamic: the output has a data-dependent size -----
+    /// Operand `x`: I64 `[<=numel, rank]` coordinates of nonzeros, row-major.
+    Nonzero,
+    /// Operands `x` and Bool `mask` of the same shape: the selected elements
+    /// in row-major order, `[<=numel]`.
+    MaskedSelect,
+    /// Operand `x`: its sorted distinct values, `[<=numel]`.
+    Unique,
+    /// Operands `x` and `unique(x)`: how often each unique value occurs
+    /// (I64, the shape of `unique(x)`).
+    UniqueCounts,
+}
+
+impl Op {
+    /// The op's name as the printer shows it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Data { .. } => "data",
+            Op::Scalar { .. } => "scalar",
+            Op::Iota { .. } => "iota",
+            Op::SizeOf(_) => "size_of",
+            Op::RandomUniform { .. } => "random_uniform",
+            Op::Unary(u) => match u {
+                UnaryOp::Neg => "neg",
+                UnaryOp::Abs => "abs",
+                UnaryOp::Exp => "exp",
+                UnaryOp::Log => "log",
+                UnaryOp::Sqrt => "sqrt",
+                UnaryOp::Rsqrt => "rsqrt",
+                UnaryOp::Tanh => "tanh",
+                UnaryOp::Sigmoid => "sigmoid",
+                UnaryOp::Erf => "erf",
+                UnaryOp::Floor => "floor",
+                UnaryOp::Sign => "sign",
+                UnaryOp::Sin => "sin",
+                UnaryOp::Cos => "cos",
+                UnaryOp::Not => "not",
+            },
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "add",
+                BinaryOp::Sub => "sub",
+                BinaryOp::Mul => "mul",
+                BinaryOp::Div => "div",
+                BinaryOp::Pow => "pow",
+                BinaryOp::Max => "max",
+                BinaryOp::Min => "min",
+                BinaryOp::Rem => "rem",
+                BinaryOp::And => "and",
+                BinaryOp::Or => "or",
+            },
+            Op::Compare(c) => match c {
+                CmpOp::Eq => "eq",
+                CmpOp::Ne => "ne",
+                CmpOp::Lt => "lt",
+                CmpOp::Le => "le",
+                CmpOp::Gt => "gt",
+                CmpOp::Ge => "ge",
+            },
+            Op::Select => "select",
+            Op::Convert(_) => "convert",
+            Op::Broadcast { .. } => "broadcast",
+            Op::Reshape { .. } => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Concat { .. } => "concat",
+            Op::PadToBound { .. } => "pad_to_bound",
+            Op::Reduce { kind, .. } => match kind {
+                ReduceKind::Sum => "reduce_sum",
+                ReduceKind::Max => "reduce_max",
+                ReduceKind::Min => "reduce_min",
+            },
+            Op::ArgReduce { kind, .. } => match kind {
+                ArgKind::Max => "argmax",
+                ArgKind::Min => "argmin",
+            },
+            Op::MatMul => "matmul",
+            Op::IndexSelect { .. } => "index_select",
+            Op::Gather { .. } => "gather",
+            Op::IndexAdd { .. } => "index_add",
+            Op::ScatterAdd { .. } => "scatter_add",
+            Op::MaskedScatter => "masked_scatter",
+            Op::Nonzero => "nonzero",
+            Op::MaskedSelect => "masked_select",
+            Op::Unique => "unique",
+            Op::UniqueCounts => "unique_counts",
+        }
+    }
+}

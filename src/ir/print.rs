@@ -1,0 +1,173 @@
+//! The IR printer: a program in a jaxpr-like text form.
+//!
+//! ```text
+//! program(a:f32[5]) {
+//!   b:i64[s0<=5, 1] = nonzero a    # zone start: s0 in [0, 5]
+//!   c:i64[s0<=5, 1] = mul b 2:i64
+//!   d:i64[] = reduce_sum[dims=[0, 1]] c    # zone end
+//!   return d
+//! }
+//! ```
+//!
+//! Nodes are named `a`, `b`, .. in order; parameters (device data) appear
+//! in the header; inline scalars print as `value:dtype` where used; dynamic
+//! dims print as `s<k><=<bound>` with variables numbered by first
+//! appearance. A comment marks where a dynamic zone starts (an op
+//! introduces a size variable) and ends (dynamic operands, static result).
+//! The format is stable: snapshot tests depend on it.
+
+use super::op::{Lit, Op};
+use crate::runtime::program::Program;
+use crate::symint::{SizeExpr, VarRef};
+use std::fmt::Write;
+
+struct Names {
+    vars: Vec<u64>,
+}
+
+impl Names {
+    fn var(&mut self, v: &VarRef) -> String {
+        let i = match self.vars.iter().position(|&id| id == v.0.id) {
+            Some(i) => i,
+            None => {
+                self.vars.push(v.0.id);
+                self.vars.len() - 1
+            }
+        };
+        format!("s{i}")
+    }
+
+    fn expr(&mut self, e: &SizeExpr) -> String {
+        let mut s = String::new();
+        let _ = e.fmt_with(&mut s, &mut |v| self.var(v));
+        s
+    }
+
+    fn dim(&mut self, e: &SizeExpr) -> String {
+        match e.as_const() {
+            Some(c) => c.to_string(),
+            None => format!("{}<={}", self.expr(e), e.hi()),
+        }
+    }
+
+    fn shape(&mut self, shape: &[SizeExpr]) -> String {
+        let dims: Vec<String> = shape.iter().map(|d| self.dim(d)).collect();
+        format!("[{}]", dims.join(", "))
+    }
+}
+
+/// Node names: a..z, then ba, bb, .. (as jaxpr).
+fn node_name(mut i: usize) -> String {
+    let mut s = Vec::new();
+    loop {
+        s.push(b'a' + (i % 26) as u8);
+        i /= 26;
+        if i == 0 {
+            break;
+        }
+    }
+    s.reverse();
+    String::from_utf8(s).expect("ascii")
+}
+
+fn lit(v: Lit) -> String {
+    let x = v.0;
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The op's attributes in brackets (empty for ops without any).
+fn attrs(op: &Op, names: &mut Names) -> String {
+    let body = match op {
+        Op::Data { .. } | Op::Scalar { .. } => String::new(),
+        Op::Iota { shape, dim, .. } => format!("shape={} dim={dim}", names.shape(shape)),
+        Op::SizeOf(e) => names.expr(e),
+        Op::RandomUniform { shape, .. } => format!("shape={}", names.shape(shape)),
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select => String::new(),
+        Op::Convert(d) => d.to_string(),
+        Op::Broadcast { dims, .. } => format!("dims={dims:?}"),
+        Op::Reshape { .. } => String::new(),
+        Op::Transpose { perm } => format!("perm={perm:?}"),
+        Op::Slice { dim, start, len } => format!("dim={dim} start={start} len={len}"),
+        Op::Concat { dim } => format!("dim={dim}"),
+        Op::PadToBound { fill } => format!("fill={}", lit(*fill)),
+        Op::Reduce { dims, .. } => format!("dims={dims:?}"),
+        Op::ArgReduce { dim, .. } => format!("dim={dim}"),
+        Op::MatMul => String::new(),
+        Op::IndexSelect { dim } | Op::Gather { dim } | Op::IndexAdd { dim } | Op::ScatterAdd { dim } => format!("dim={dim}"),
+        Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => String::new(),
+    };
+    if body.is_empty() {
+        body
+    } else {
+        format!("[{body}]")
+    }
+}
+
+/// Prints a canonical program.
+pub(crate) fn print_program(p: &Program) -> String {
+    let mut names = Names { vars: Vec::new() };
+    let mut out = String::new();
+    // Scalars are printed inline where used, so they take no name.
+    let mut name: Vec<String> = Vec::with_capacity(p.nodes.len());
+    let mut next = 0;
+    for n in &p.nodes {
+        match &n.op {
+            Op::Scalar { value, dtype } => name.push(format!("{}:{dtype}", lit(*value))),
+            _ => {
+                name.push(node_name(next));
+                next += 1;
+            }
+        }
+    }
+    let params: Vec<String> = p
+        .params
+        .iter()
+        .map(|&i| {
+            let n = &p.nodes[i];
+            format!("{}:{}{}", name[i], n.dtype, names.shape(&n.shape))
+        })
+        .collect();
+    let _ = writeln!(out, "program({}) {{", params.join(", "));
+    for (i, n) in p.nodes.iter().enumerate() {
+        if matches!(n.op, Op::Data { .. } | Op::Scalar { .. }) {
+            continue;
+        }
+        let known_before = names.vars.len();
+        let shape = names.shape(&n.shape);
+        let operands: Vec<&str> = n.inputs.iter().map(|&j| name[j].as_str()).collect();
+        let a = attrs(&n.op, &mut names);
+        let mut line = format!("  {}:{}{} = {}{}", name[i], n.dtype, shape, n.op.name(), a);
+        if !operands.is_empty() {
+            line.push(' ');
+            line.push_str(&operands.join(" "));
+        }
+        // Zone markers: a variable first seen at this node starts a zone;
+        // dynamic operands with a static result end one.
+        let new_vars: Vec<u64> = names.vars[known_before..].to_vec();
+        let introduces = !new_vars.is_empty();
+        let dynamic_in = n.inputs.iter().any(|&j| p.nodes[j].shape.iter().any(|e| e.as_const().is_none()));
+        let static_out = n.shape.iter().all(|e| e.as_const().is_some());
+        if introduces {
+            let vars: Vec<VarRef> = n.shape.iter().flat_map(|e| e.vars()).filter(|v| new_vars.contains(&v.0.id)).collect();
+            let desc: Vec<String> = vars.iter().map(|v| format!("{} in [{}, {}]", names.var(v), v.0.lo, v.0.hi)).collect();
+            let _ = write!(line, "    # zone start: {}", desc.join(", "));
+        } else if dynamic_in && static_out {
+            line.push_str("    # zone end");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let outs: Vec<&str> = p.outputs.iter().map(|&o| name[o].as_str()).collect();
+    let mut ret = format!("  return {}", outs.join(", "));
+    if !p.size_outputs.is_empty() {
+        let sizes: Vec<String> = p.size_outputs.iter().map(|&k| names.var(&p.vars[k].var)).collect();
+        let _ = write!(ret, "; sizes {}", sizes.join(", "));
+    }
+    let _ = writeln!(out, "{ret}");
+    out.push('}');
+    out.push('\n');
+    out
+}

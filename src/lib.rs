@@ -1,0 +1,88 @@
+//! # lazyxla
+//!
+//! A lazy-tensor runtime with bounded dynamic shapes. Eager-looking tensor
+//! code records a graph; [`mark_step`] (or reading a value) compiles the
+//! pending graph once per structure and runs it. Sizes are [`SymInt`]s:
+//! static, or data-dependent with a static upper bound (`<=25`), so a loop
+//! whose sizes change every step compiles once.
+//!
+//! ```
+//! use lazyxla::{Tensor, mark_step, metrics};
+//! let a = Tensor::from_vec(vec![1.0f32, 2.0, 0.0, 1.0, 3.0], &[5]).unwrap();
+//! let b = a.nonzero();                 // shape [<=5, 1], nothing runs yet
+//! let d = &b * 2 + 1;
+//! mark_step().unwrap();                // one program computes b and d
+//! assert_eq!(d.size(0).to_string(), "<=5");
+//! assert_eq!(d.size(0).materialize().unwrap(), 4);
+//! assert_eq!(d.to_vec::<i64>().unwrap(), vec![1, 3, 7, 9]);
+//! ```
+//!
+//! The data path: `tensor` (ops record nodes) → `ir` (nodes typed by
+//! dtype and `SymInt` shape) → `runtime` (sync, canonical program, cache
+//! key, compile cache) → `backend` (reference interpreter or XLA through
+//! PJRT). See DESIGN.md.
+
+#![warn(missing_docs)]
+// The public API mirrors PyTorch's names (`add`, `mul`, `neg`, ..).
+#![allow(clippy::should_implement_trait)]
+
+mod autograd;
+mod backend;
+mod device;
+mod dtype;
+mod error;
+pub mod host;
+mod ir;
+mod runtime;
+mod symint;
+mod tensor;
+
+pub use autograd::no_grad;
+pub use device::Device;
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use runtime::metrics;
+pub use runtime::sync::mark_step;
+pub use symint::SymInt;
+pub use tensor::{DimIndex, Tensor};
+
+/// Introspection for tests, debugging and benchmarks.
+pub mod debug {
+    use crate::runtime::canonical::trace;
+    use crate::Tensor;
+
+    /// The number of graph nodes alive in the process. It stays bounded over
+    /// a training loop because a sync releases the graph behind the tensors
+    /// it computes.
+    pub fn live_node_count() -> usize {
+        crate::ir::live_node_count()
+    }
+
+    /// The number of compiled programs in the cache.
+    pub fn cached_programs() -> usize {
+        crate::runtime::cache::len()
+    }
+
+    /// The number of entries in the live-tensor registry (live tensors plus
+    /// not yet pruned dead ones).
+    pub fn registry_len() -> usize {
+        crate::runtime::registry::len()
+    }
+
+    /// The canonical program that would compute `tensors`, printed (see the
+    /// printer's format in DESIGN.md). Runs nothing.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let text = lazyxla::debug::ir_text(&[&(&a * &a)]);
+    /// assert!(text.contains("mul a a"));
+    /// ```
+    pub fn ir_text(tensors: &[&Tensor]) -> String {
+        let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        match trace(&roots, &[], &[]) {
+            Ok(t) => crate::ir::print::print_program(&t.program),
+            Err(e) => format!("<error: {e}>"),
+        }
+    }
+}

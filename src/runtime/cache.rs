@@ -1,0 +1,36 @@
+//! The bounded LRU cache of compiled programs.
+
+use crate::backend::ExecutableRef;
+use lru::LruCache;
+use parking_lot::Mutex;
+use std::num::NonZeroUsize;
+use std::sync::LazyLock;
+
+/// Key: the device's identity and the program's canonical encoding.
+type Key = (usize, Vec<u8>);
+
+static CACHE: LazyLock<Mutex<LruCache<Key, ExecutableRef>>> = LazyLock::new(|| {
+    let cap = std::env::var("LAZYXLA_CACHE_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .and_then(NonZeroUsize::new)
+        .unwrap_or(NonZeroUsize::new(256).expect("nonzero"));
+    Mutex::new(LruCache::new(cap))
+});
+
+pub(crate) fn get(key: &Key) -> Option<ExecutableRef> {
+    CACHE.lock().get(key).cloned()
+}
+
+pub(crate) fn put(key: Key, exe: ExecutableRef) {
+    let mut c = CACHE.lock();
+    if c.len() == c.cap().get() && !c.contains(&key) {
+        super::metrics::inc("CompileCacheEviction");
+    }
+    c.put(key, exe);
+}
+
+/// Number of compiled programs held.
+pub(crate) fn len() -> usize {
+    CACHE.lock().len()
+}

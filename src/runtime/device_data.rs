@@ -1,0 +1,84 @@
+//! The data behind a computed or uploaded tensor.
+
+use super::metrics;
+use super::size_cell::SizeCell;
+use crate::backend::BufferRef;
+use crate::device::Device;
+use crate::host::HostArray;
+use crate::Result;
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
+
+/// A tensor's value on its device: the backend's buffer (for PJRT, static
+/// at the bound shape; for the reference backend, exact) and, for every
+/// dynamic dimension, its real size.
+///
+/// Data created from the host is uploaded when a program first needs it,
+/// so `mark_dynamic` can still choose the padded shape and reading a value
+/// that never ran costs no transfer.
+pub(crate) struct DeviceData {
+    pub device: Device,
+    buffer: OnceLock<BufferRef>,
+    /// Exact host data and the static shape to allocate for it, until the
+    /// first upload.
+    pending: Mutex<Option<(Arc<HostArray>, Vec<usize>)>>,
+    /// One entry per dimension; `Some` exactly for dynamic dimensions.
+    pub sizes: Vec<Option<Arc<SizeCell>>>,
+}
+
+impl std::fmt::Debug for DeviceData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceData({}, uploaded={})", self.device, self.buffer.get().is_some())
+    }
+}
+
+impl DeviceData {
+    /// Data already on the device (a program's result).
+    pub fn on_device(device: Device, buffer: BufferRef, sizes: Vec<Option<Arc<SizeCell>>>) -> DeviceData {
+        let cell = OnceLock::new();
+        let _ = cell.set(buffer);
+        DeviceData {
+            device,
+            buffer: cell,
+            pending: Mutex::new(None),
+            sizes,
+        }
+    }
+
+    /// Host data to be uploaded into a buffer of shape `bound` on first use.
+    pub fn from_host(device: Device, host: Arc<HostArray>, bound: Vec<usize>, sizes: Vec<Option<Arc<SizeCell>>>) -> DeviceData {
+        DeviceData {
+            device,
+            buffer: OnceLock::new(),
+            pending: Mutex::new(Some((host, bound))),
+            sizes,
+        }
+    }
+
+    /// The device buffer, uploading the host data the first time.
+    pub fn buffer(&self) -> Result<BufferRef> {
+        if let Some(b) = self.buffer.get() {
+            return Ok(b.clone());
+        }
+        let mut pending = self.pending.lock();
+        if let Some(b) = self.buffer.get() {
+            return Ok(b.clone());
+        }
+        let (host, bound) = pending
+            .as_ref()
+            .ok_or_else(|| crate::Error::internal("upload", "data with neither a buffer nor host data"))?;
+        let b = self.device.backend().upload(host, bound)?;
+        metrics::inc("TransferToDevice");
+        let _ = self.buffer.set(b.clone());
+        *pending = None;
+        Ok(b)
+    }
+
+    /// The exact host data, if it was never uploaded.
+    pub fn host_copy(&self) -> Option<Arc<HostArray>> {
+        if self.buffer.get().is_some() {
+            return None;
+        }
+        self.pending.lock().as_ref().map(|(h, _)| h.clone())
+    }
+}

@@ -1,0 +1,82 @@
+//! The canonical program: what a backend compiles, and the cache key.
+//!
+//! A program is a graph in topological order with relative node indices.
+//! Device data become parameters; small scalars stay inline. Its key is
+//! the program's structure serialised through `Hash` with size variables
+//! numbered by first appearance, so it holds op structure, dtypes, static
+//! sizes and bounds, and never data values, tensor ids or real dynamic sizes.
+
+use crate::dtype::DType;
+use crate::ir::Op;
+use crate::symint::{var::with_relative_numbering, SizeExpr, VarRef};
+use std::hash::{Hash, Hasher};
+
+/// One node of a program.
+#[derive(Clone, Debug, Hash)]
+pub(crate) struct PNode {
+    pub op: Op,
+    /// Indices of operand nodes (all smaller than this node's index).
+    pub inputs: Vec<usize>,
+    pub dtype: DType,
+    pub shape: Vec<SizeExpr>,
+}
+
+/// Where a program gets the value of a size variable it needs.
+#[derive(Clone, Debug, Hash, PartialEq)]
+pub(crate) enum VarSource {
+    /// The size of dimension `dim` of an earlier node.
+    Dim { node: usize, dim: usize },
+    /// Argument `k` of the execution (`ExecArgs::vars[k]`).
+    Arg(usize),
+}
+
+/// A size variable the program needs, with where it comes from.
+#[derive(Clone, Debug, Hash)]
+pub(crate) struct VarInfo {
+    pub var: VarRef,
+    pub source: VarSource,
+}
+
+/// A canonical program.
+#[derive(Clone, Debug, Hash)]
+pub(crate) struct Program {
+    pub nodes: Vec<PNode>,
+    /// Node indices of the `Data` leaves, in parameter order.
+    pub params: Vec<usize>,
+    /// The variables that op arguments (iota and broadcast shapes, sizes
+    /// as values, ..) or size outputs need, in order of first need.
+    pub vars: Vec<VarInfo>,
+    /// Node indices whose values are returned, in order.
+    pub outputs: Vec<usize>,
+    /// Indices into `vars` whose values are returned.
+    pub size_outputs: Vec<usize>,
+}
+
+/// Collects the bytes that `Hash` writes, so the key is an exact encoding
+/// rather than a digest that could collide.
+struct KeyWriter(Vec<u8>);
+
+impl Hasher for KeyWriter {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes)
+    }
+}
+
+impl Program {
+    /// The cache key (see the module docs).
+    pub fn key(&self) -> Vec<u8> {
+        with_relative_numbering(|| {
+            let mut w = KeyWriter(Vec::with_capacity(64 * self.nodes.len()));
+            self.hash(&mut w);
+            w.0
+        })
+    }
+
+    /// The position of each variable in `vars`, by variable id.
+    pub fn var_positions(&self) -> std::collections::HashMap<u64, usize> {
+        self.vars.iter().enumerate().map(|(i, v)| (v.var.0.id, i)).collect()
+    }
+}

@@ -1,0 +1,64 @@
+//! A computed size: produced by a program, kept on its device until read.
+
+use crate::backend::BufferRef;
+use crate::device::Device;
+use crate::Result;
+use parking_lot::Mutex;
+
+/// The value of one dynamic dimension after a program computed it.
+///
+/// It stays on the device (so the next program can take it as an argument
+/// without a host round trip) and is read to the host at most once.
+pub(crate) struct SizeCell {
+    device: Option<(BufferRef, Device)>,
+    host: Mutex<Option<i64>>,
+}
+
+impl std::fmt::Debug for SizeCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SizeCell({:?})", *self.host.lock())
+    }
+}
+
+impl SizeCell {
+    /// A size known on the host (e.g. the length of a `mark_dynamic` input).
+    pub fn host(v: i64) -> SizeCell {
+        SizeCell {
+            device: None,
+            host: Mutex::new(Some(v)),
+        }
+    }
+
+    /// A size held by a device buffer.
+    pub fn on_device(buffer: BufferRef, device: Device) -> SizeCell {
+        SizeCell {
+            device: Some((buffer, device)),
+            host: Mutex::new(None),
+        }
+    }
+
+    /// The value if it is already on the host.
+    pub fn known(&self) -> Option<i64> {
+        *self.host.lock()
+    }
+
+    /// The device buffer, if the size lives on a device.
+    pub fn device_buffer(&self) -> Option<&BufferRef> {
+        self.device.as_ref().map(|(b, _)| b)
+    }
+
+    /// The value, read from the device the first time.
+    pub fn get(&self) -> Result<i64> {
+        let mut host = self.host.lock();
+        if let Some(v) = *host {
+            return Ok(v);
+        }
+        let (buf, dev) = self
+            .device
+            .as_ref()
+            .ok_or_else(|| crate::Error::internal("size", "a size cell with neither a host nor a device value"))?;
+        let v = dev.backend().read_size(buf)?;
+        *host = Some(v);
+        Ok(v)
+    }
+}

@@ -1,0 +1,232 @@
+//! Creating tensors. Nothing runs: host data is copied to the device, and
+//! constant-filled tensors are recorded as ops.
+
+use super::{size_deps_for, Tensor};
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::host::HostArray;
+use crate::ir::{Lit, Node, Op};
+use crate::runtime::device_data::DeviceData;
+use crate::symint::{SizeExpr, SymInt};
+use crate::{Error, Result};
+use ndarray::ArrayD;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+impl Tensor {
+    /// A tensor holding `data` (row-major) with `shape`, on the default
+    /// device.
+    ///
+    /// ```
+    /// let t = lazyxla::Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]).unwrap();
+    /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_vec_on(data, shape, &Device::default())
+    }
+
+    /// [`from_vec`](Tensor::from_vec) on a chosen device.
+    pub fn from_vec_on<T: Element>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if data.len() != n {
+            return Err(Error::invalid(
+                "from_vec",
+                format!("{} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length", data.len()),
+            ));
+        }
+        let a = ArrayD::from_shape_vec(ndarray::IxDyn(shape), data).map_err(|e| Error::invalid("from_vec", e.to_string()))?;
+        Tensor::from_host(T::into_host(a), device)
+    }
+
+    /// A tensor copied from a slice.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_vec(data.to_vec(), shape)
+    }
+
+    /// A tensor of rank 0 holding `v` (device data, so changing `v` between
+    /// steps does not recompile).
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor::from_vec(vec![v], &[]).expect("one element fits shape []")
+    }
+
+    /// A static tensor of exact host data (uploaded when first needed).
+    pub(crate) fn from_host(host: HostArray, device: &Device) -> Result<Tensor> {
+        let shape: Vec<usize> = host.shape().to_vec();
+        let dtype = host.dtype();
+        let exprs: Vec<SizeExpr> = shape.iter().map(|&s| SizeExpr::constant(s as i64)).collect();
+        let data = DeviceData::from_host(device.clone(), Arc::new(host), shape.clone(), vec![None; shape.len()]);
+        Ok(Tensor::data(device, dtype, exprs, data))
+    }
+
+    /// A tensor backed by device data.
+    pub(crate) fn data(device: &Device, dtype: DType, shape: Vec<SizeExpr>, data: DeviceData) -> Tensor {
+        let node = Node::new(
+            Op::Data {
+                dtype,
+                shape: shape.clone(),
+            },
+            SmallVec::new(),
+            SmallVec::new(),
+            dtype,
+            shape,
+            Some(Arc::new(data)),
+            false,
+        );
+        Tensor::from_node(node, device)
+    }
+
+    /// A tensor of `shape` filled with `value` (recorded, not uploaded).
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
+        let exprs: Vec<SizeExpr> = shape.iter().map(|&s| SizeExpr::constant(s as i64)).collect();
+        Tensor::full_sym(exprs, value, dtype, SmallVec::new(), &Device::default())
+    }
+
+    /// Zeros.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 0.0, dtype)
+    }
+
+    /// Ones.
+    pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 1.0, dtype)
+    }
+
+    /// A tensor of this tensor's shape (dynamic dims included), dtype and
+    /// device, filled with `value`.
+    pub fn full_like(&self, value: f64) -> Tensor {
+        self.full_like_dtype(value, self.dtype())
+    }
+
+    /// Like [`full_like`](Tensor::full_like) with another dtype.
+    pub fn full_like_dtype(&self, value: f64, dtype: DType) -> Tensor {
+        let node = self.node();
+        let deps = size_deps_for(&node.shape, std::slice::from_ref(&node));
+        Tensor::full_sym(node.shape.clone(), value, dtype, deps, self.device())
+    }
+
+    /// Zeros shaped like this tensor.
+    pub fn zeros_like(&self) -> Tensor {
+        self.full_like(0.0)
+    }
+
+    /// Ones shaped like this tensor.
+    pub fn ones_like(&self) -> Tensor {
+        self.full_like(1.0)
+    }
+
+    pub(crate) fn full_sym(shape: Vec<SizeExpr>, value: f64, dtype: DType, deps: SmallVec<[Arc<Node>; 1]>, device: &Device) -> Tensor {
+        let s = Tensor::scalar_op(value, dtype, device);
+        if shape.is_empty() {
+            return s;
+        }
+        Tensor::try_apply_on(Op::Broadcast { shape, dims: vec![] }, &[&s], deps, device).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An inline scalar constant (part of the program, not a parameter).
+    pub(crate) fn scalar_op(value: f64, dtype: DType, device: &Device) -> Tensor {
+        Tensor::try_apply_on(
+            Op::Scalar {
+                value: Lit(value),
+                dtype,
+            },
+            &[],
+            SmallVec::new(),
+            device,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `[0, 1, .., end-1]` as I64.
+    pub fn arange(end: i64) -> Tensor {
+        Tensor::arange_sym(&SymInt::from(end.max(0)))
+    }
+
+    /// `[0, 1, .., n-1]` as I64 where `n` may be a dynamic size; the result
+    /// is dynamic with `n`'s bound.
+    pub fn arange_sym(n: &SymInt) -> Tensor {
+        let e = clamp_size(&n.expr);
+        let deps = size_deps_for(std::slice::from_ref(&e), &n.anchors);
+        Tensor::try_apply_on(
+            Op::Iota {
+                dtype: DType::I64,
+                shape: vec![e],
+                dim: 0,
+            },
+            &[],
+            deps,
+            &Device::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Uniform random F32 values in `[0, 1)` from a seeded generator
+    /// (generated on the host and uploaded; the same seed gives the same
+    /// values on every backend).
+    pub fn rand(shape: &[usize], seed: u64) -> Tensor {
+        let mut g = SplitMix64(seed);
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|_| g.next_f64() as f32).collect();
+        Tensor::from_vec(data, shape).expect("length matches")
+    }
+
+    /// Standard normal F32 values from a seeded generator (Box-Muller).
+    pub fn randn(shape: &[usize], seed: u64) -> Tensor {
+        let mut g = SplitMix64(seed);
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n)
+            .map(|_| {
+                let u1 = g.next_f64().max(f64::MIN_POSITIVE);
+                let u2 = g.next_f64();
+                ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+            })
+            .collect();
+        Tensor::from_vec(data, shape).expect("length matches")
+    }
+
+    /// A copy of this tensor's value on another device (runs what it needs,
+    /// then copies through the host).
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if self.device().same(device) {
+            return Ok(self.clone());
+        }
+        let host = self.to_host()?;
+        Tensor::from_host(host, device)
+    }
+}
+
+/// A size used as a length: never below zero.
+pub(crate) fn clamp_size(e: &SizeExpr) -> SizeExpr {
+    if e.lo() < 0 {
+        e.maximum(&SizeExpr::constant(0))
+    } else {
+        e.clone()
+    }
+}
+
+/// A small, well-known seeded generator (SplitMix64) so that random
+/// tensors are reproducible across platforms and backends.
+pub(crate) struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` with 53 random bits.
+    pub(crate) fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+impl<T: Element> From<ArrayD<T>> for Tensor {
+    /// Uploads the array to the default device (panics if the device
+    /// rejects it).
+    fn from(a: ArrayD<T>) -> Tensor {
+        Tensor::from_host(T::into_host(a.as_standard_layout().into_owned()), &Device::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}

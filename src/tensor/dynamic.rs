@@ -1,0 +1,117 @@
+//! Ops whose result size depends on data, and the bridges between dynamic
+//! and static tensors.
+
+use super::dim::{DimIndex, ResolveDim};
+use super::Tensor;
+use crate::dtype::DType;
+use crate::error::Error;
+use crate::ir::{Lit, Op};
+use crate::runtime::device_data::DeviceData;
+use crate::runtime::size_cell::SizeCell;
+use crate::symint::{SizeExpr, VarRef};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+impl Tensor {
+    /// Coordinates of the nonzero elements, row-major: I64 of shape
+    /// `[<=numel, rank]`. Starts a dynamic zone.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let b = a.nonzero();
+    /// assert_eq!(b.size(0).to_string(), "<=3");
+    /// assert_eq!(b.to_vec::<i64>().unwrap(), vec![0, 2]);
+    /// ```
+    pub fn nonzero(&self) -> Tensor {
+        Tensor::apply(Op::Nonzero, &[self], SmallVec::new())
+    }
+
+    /// The elements where `mask` (broadcast with `self`) is true, in
+    /// row-major order: shape `[<=numel]`.
+    pub fn masked_select(&self, mask: &Tensor) -> Tensor {
+        let m = if mask.dtype() == DType::Bool { mask.clone() } else { mask.ne_scalar(0.0) };
+        let shape = super::elementwise::broadcast_shapes("masked_select", &self.shape_exprs(), &m.shape_exprs());
+        let x = self.broadcast_to(&shape, &[&m]);
+        let m = m.broadcast_to(&shape, &[self]);
+        Tensor::apply(Op::MaskedSelect, &[&x, &m], SmallVec::new())
+    }
+
+    /// The sorted distinct values of all elements: shape `[<=numel]`.
+    pub fn unique(&self) -> Tensor {
+        let flat = if self.rank() == 1 { self.clone() } else { self.flatten() };
+        Tensor::apply(Op::Unique, &[&flat], SmallVec::new())
+    }
+
+    /// The sorted distinct values and how often each occurs (I64), both of
+    /// the same dynamic size.
+    pub fn unique_with_counts(&self) -> (Tensor, Tensor) {
+        let flat = if self.rank() == 1 { self.clone() } else { self.flatten() };
+        let u = Tensor::apply(Op::Unique, &[&flat], SmallVec::new());
+        let c = Tensor::apply(Op::UniqueCounts, &[&flat, &u], SmallVec::new());
+        (u, c)
+    }
+
+    /// Declares dimension `dim` dynamic with `upper_bound`, for inputs whose
+    /// size varies between steps: programs are compiled for the bound, so a
+    /// loop over varying lengths compiles once.
+    ///
+    /// Panics when the length exceeds the bound (never a silent truncation).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32; 3], &[3]).unwrap().mark_dynamic(0, 8);
+    /// assert_eq!(x.size(0).to_string(), "<=8");
+    /// assert_eq!(x.sum().item::<f32>().unwrap(), 3.0);
+    /// ```
+    pub fn mark_dynamic(&self, dim: impl DimIndex, upper_bound: usize) -> Tensor {
+        match self.try_mark_dynamic(dim, upper_bound) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`mark_dynamic`](Tensor::mark_dynamic) returning an error instead of
+    /// panicking.
+    pub fn try_mark_dynamic(&self, dim: impl DimIndex, upper_bound: usize) -> crate::Result<Tensor> {
+        let shape = self.shape_exprs();
+        let d = dim.resolve("mark_dynamic", &shape);
+        let Some(len) = shape[d].as_const() else {
+            return Err(Error::invalid(
+                "mark_dynamic",
+                format!("dimension {d} of {} is already dynamic", self.shape_string()),
+            ));
+        };
+        if len as usize > upper_bound {
+            return Err(Error::BoundExceeded {
+                op: "mark_dynamic",
+                dim: d,
+                len: len as usize,
+                bound: upper_bound,
+            });
+        }
+        let host = match self.node().data.as_ref().and_then(|data| data.host_copy()) {
+            Some(h) => h,
+            None => Arc::new(self.to_host()?),
+        };
+        let var = VarRef::known(0, upper_bound as i64, len);
+        let cell = var.0.cell.get().expect("known var has a cell").clone();
+        let mut new_shape = shape.clone();
+        new_shape[d] = SizeExpr::var(var);
+        let mut bound: Vec<usize> = host.shape().to_vec();
+        bound[d] = upper_bound;
+        let mut sizes: Vec<Option<Arc<SizeCell>>> = vec![None; shape.len()];
+        sizes[d] = Some(cell);
+        let data = DeviceData::from_host(self.device().clone(), host, bound, sizes);
+        Ok(Tensor::data(self.device(), self.dtype(), new_shape, data))
+    }
+
+    /// A static tensor of the bound shape: the real elements, then `fill`.
+    /// The way out of a dynamic zone for ops that need static shapes.
+    pub fn pad_to_bound(&self, fill: f64) -> Tensor {
+        if !self.is_dynamic() {
+            return self.clone();
+        }
+        Tensor::apply(Op::PadToBound { fill: Lit(fill) }, &[self], SmallVec::new())
+    }
+}

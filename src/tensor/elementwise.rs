@@ -1,0 +1,354 @@
+//! Elementwise ops: broadcasting and dtype promotion as in PyTorch, then
+//! one primitive.
+
+use super::{size_deps_for, Tensor};
+use crate::dtype::{result_type, DType, Priority};
+use crate::ir::infer::size_mismatch;
+use crate::ir::{BinaryOp, CmpOp, Op, UnaryOp};
+use crate::symint::SizeExpr;
+use smallvec::SmallVec;
+
+/// The right operand of a binary op.
+#[derive(Clone, Copy)]
+pub(crate) enum Rhs<'a> {
+    Tensor(&'a Tensor),
+    /// A Rust number; its dtype only decides the category (see `Priority`).
+    Scalar(f64, DType),
+}
+
+fn priority(t: &Tensor) -> Priority {
+    if t.rank() == 0 {
+        Priority::ZeroDim
+    } else {
+        Priority::Dimensioned
+    }
+}
+
+/// The broadcast shape of two shapes (right-aligned, size 1 stretches).
+pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr]) -> Vec<SizeExpr> {
+    let r = a.len().max(b.len());
+    let one = SizeExpr::constant(1);
+    (0..r)
+        .map(|i| {
+            let x = if i + a.len() >= r { &a[i + a.len() - r] } else { &one };
+            let y = if i + b.len() >= r { &b[i + b.len() - r] } else { &one };
+            if x == y || y.as_const() == Some(1) {
+                x.clone()
+            } else if x.as_const() == Some(1) {
+                y.clone()
+            } else {
+                panic!("{}", size_mismatch(op, x, y, a, b))
+            }
+        })
+        .collect()
+}
+
+impl Tensor {
+    /// This tensor broadcast to `shape` (right-aligned); `others` may hold
+    /// the nodes defining `shape`'s dynamic sizes.
+    pub(crate) fn broadcast_to(&self, shape: &[SizeExpr], others: &[&Tensor]) -> Tensor {
+        let mine = self.shape_exprs();
+        if mine == shape {
+            return self.clone();
+        }
+        let offset = shape.len() - mine.len();
+        let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
+        let deps = size_deps_for(shape, &candidates);
+        Tensor::apply(
+            Op::Broadcast {
+                shape: shape.to_vec(),
+                dims: (offset..shape.len()).collect(),
+            },
+            &[self],
+            deps,
+        )
+    }
+
+    /// This tensor converted to `dtype` (no op when it already is).
+    pub fn to_dtype(&self, dtype: DType) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        Tensor::apply(Op::Convert(dtype), &[self], SmallVec::new())
+    }
+
+    /// Promotes and broadcasts both operands; `float` forces a float result
+    /// type (true division, float-only functions).
+    fn operands(&self, op: &'static str, rhs: Rhs<'_>, float: bool) -> (Tensor, Tensor) {
+        let (rdt, rprio) = match rhs {
+            Rhs::Tensor(t) => (t.dtype(), priority(t)),
+            Rhs::Scalar(_, d) => (d, Priority::Scalar),
+        };
+        let mut dt = result_type(&[(self.dtype(), priority(self)), (rdt, rprio)]);
+        if float && !dt.is_float() {
+            dt = DType::F32;
+        }
+        let a = self.to_dtype(dt);
+        match rhs {
+            Rhs::Tensor(t) => {
+                let b = t.to_dtype(dt);
+                let shape = broadcast_shapes(op, &a.shape_exprs(), &b.shape_exprs());
+                (a.broadcast_to(&shape, &[&b]), b.broadcast_to(&shape, &[&a]))
+            }
+            Rhs::Scalar(v, _) => {
+                let s = Tensor::scalar_op(v, dt, a.device());
+                let b = s.broadcast_to(&a.shape_exprs(), &[&a]);
+                (a, b)
+            }
+        }
+    }
+
+    pub(crate) fn binary(&self, op: BinaryOp, rhs: Rhs<'_>) -> Tensor {
+        let name = Op::Binary(op).name();
+        let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
+        let (a, b) = self.operands(name, rhs, float);
+        Tensor::apply(Op::Binary(op), &[&a, &b], SmallVec::new())
+    }
+
+    fn compare(&self, op: CmpOp, rhs: Rhs<'_>) -> Tensor {
+        let (a, b) = self.operands(Op::Compare(op).name(), rhs, false);
+        Tensor::apply(Op::Compare(op), &[&a, &b], SmallVec::new())
+    }
+
+    pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
+        let float_only = !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Not);
+        let x = if float_only && !self.dtype().is_float() {
+            self.to_dtype(DType::F32)
+        } else {
+            self.clone()
+        };
+        Tensor::apply(Op::Unary(op), &[&x], SmallVec::new())
+    }
+
+    /// `self + other` with broadcasting and promotion.
+    pub fn add(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Add, Rhs::Tensor(other))
+    }
+    /// `self - other`.
+    pub fn sub(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Sub, Rhs::Tensor(other))
+    }
+    /// `self * other`.
+    pub fn mul(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Mul, Rhs::Tensor(other))
+    }
+    /// `self / other` (true division: integers give F32, as in PyTorch).
+    pub fn div(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Div, Rhs::Tensor(other))
+    }
+    /// Elementwise maximum.
+    pub fn maximum(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Max, Rhs::Tensor(other))
+    }
+    /// Elementwise minimum.
+    pub fn minimum(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Min, Rhs::Tensor(other))
+    }
+    /// `self ** other` elementwise (float).
+    pub fn pow_tensor(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Pow, Rhs::Tensor(other))
+    }
+    /// Remainder with the sign of the divisor (PyTorch's `remainder`).
+    pub fn remainder(&self, other: &Tensor) -> Tensor {
+        self.binary(BinaryOp::Rem, Rhs::Tensor(other))
+    }
+
+    /// `self + v`; a Rust number does not widen a tensor's float type.
+    pub fn add_scalar(&self, v: f64) -> Tensor {
+        self.binary(BinaryOp::Add, Rhs::Scalar(v, DType::F64))
+    }
+    /// `self - v`.
+    pub fn sub_scalar(&self, v: f64) -> Tensor {
+        self.binary(BinaryOp::Sub, Rhs::Scalar(v, DType::F64))
+    }
+    /// `self * v`.
+    pub fn mul_scalar(&self, v: f64) -> Tensor {
+        self.binary(BinaryOp::Mul, Rhs::Scalar(v, DType::F64))
+    }
+    /// `self / v`.
+    pub fn div_scalar(&self, v: f64) -> Tensor {
+        self.binary(BinaryOp::Div, Rhs::Scalar(v, DType::F64))
+    }
+    /// `v - self`.
+    pub fn rsub_scalar(&self, v: f64) -> Tensor {
+        self.neg().add_scalar(v)
+    }
+    /// `self ** e` (float).
+    pub fn pow(&self, e: f64) -> Tensor {
+        self.binary(BinaryOp::Pow, Rhs::Scalar(e, DType::F64))
+    }
+    /// Clamps every element to `[lo, hi]`.
+    pub fn clamp(&self, lo: f64, hi: f64) -> Tensor {
+        self.binary(BinaryOp::Max, Rhs::Scalar(lo, DType::F64))
+            .binary(BinaryOp::Min, Rhs::Scalar(hi, DType::F64))
+    }
+
+    /// `-self`.
+    pub fn neg(&self) -> Tensor {
+        self.unary(UnaryOp::Neg)
+    }
+    /// `|self|`.
+    pub fn abs(&self) -> Tensor {
+        self.unary(UnaryOp::Abs)
+    }
+    /// `e^self`.
+    pub fn exp(&self) -> Tensor {
+        self.unary(UnaryOp::Exp)
+    }
+    /// Natural logarithm.
+    pub fn log(&self) -> Tensor {
+        self.unary(UnaryOp::Log)
+    }
+    /// Square root.
+    pub fn sqrt(&self) -> Tensor {
+        self.unary(UnaryOp::Sqrt)
+    }
+    /// `1 / sqrt(self)`.
+    pub fn rsqrt(&self) -> Tensor {
+        self.unary(UnaryOp::Rsqrt)
+    }
+    /// Hyperbolic tangent.
+    pub fn tanh(&self) -> Tensor {
+        self.unary(UnaryOp::Tanh)
+    }
+    /// Logistic sigmoid.
+    pub fn sigmoid(&self) -> Tensor {
+        self.unary(UnaryOp::Sigmoid)
+    }
+    /// Error function.
+    pub fn erf(&self) -> Tensor {
+        self.unary(UnaryOp::Erf)
+    }
+    /// Rounds down.
+    pub fn floor(&self) -> Tensor {
+        self.unary(UnaryOp::Floor)
+    }
+    /// -1, 0 or 1.
+    pub fn sign(&self) -> Tensor {
+        self.unary(UnaryOp::Sign)
+    }
+    /// Sine.
+    pub fn sin(&self) -> Tensor {
+        self.unary(UnaryOp::Sin)
+    }
+    /// Cosine.
+    pub fn cos(&self) -> Tensor {
+        self.unary(UnaryOp::Cos)
+    }
+    /// `max(self, 0)`.
+    pub fn relu(&self) -> Tensor {
+        self.binary(BinaryOp::Max, Rhs::Scalar(0.0, DType::I64))
+    }
+    /// GELU, exact form `x/2 * (1 + erf(x/sqrt(2)))` (PyTorch's default).
+    pub fn gelu(&self) -> Tensor {
+        let x = self.unary_float();
+        let e = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0);
+        x.mul(&e).mul_scalar(0.5)
+    }
+    /// Square.
+    pub fn square(&self) -> Tensor {
+        self.mul(self)
+    }
+
+    fn unary_float(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.clone()
+        } else {
+            self.to_dtype(DType::F32)
+        }
+    }
+
+    /// Elementwise `==` (Bool).
+    pub fn eq(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Eq, Rhs::Tensor(other))
+    }
+    /// Elementwise `!=`.
+    pub fn ne(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Ne, Rhs::Tensor(other))
+    }
+    /// Elementwise `<`.
+    pub fn lt(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Lt, Rhs::Tensor(other))
+    }
+    /// Elementwise `<=`.
+    pub fn le(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Le, Rhs::Tensor(other))
+    }
+    /// Elementwise `>`.
+    pub fn gt(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Gt, Rhs::Tensor(other))
+    }
+    /// Elementwise `>=`.
+    pub fn ge(&self, other: &Tensor) -> Tensor {
+        self.compare(CmpOp::Ge, Rhs::Tensor(other))
+    }
+    /// `self == v`.
+    pub fn eq_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Eq, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+    /// `self != v`.
+    pub fn ne_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Ne, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+    /// `self < v`.
+    pub fn lt_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Lt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+    /// `self <= v`.
+    pub fn le_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Le, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+    /// `self > v`.
+    pub fn gt_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Gt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+    /// `self >= v`.
+    pub fn ge_scalar(&self, v: f64) -> Tensor {
+        self.compare(CmpOp::Ge, Rhs::Scalar(v, scalar_cmp_dtype(v)))
+    }
+
+    fn to_bool(&self) -> Tensor {
+        if self.dtype() == DType::Bool {
+            self.clone()
+        } else {
+            self.ne_scalar(0.0)
+        }
+    }
+    /// Logical and (nonzero is true).
+    pub fn logical_and(&self, other: &Tensor) -> Tensor {
+        self.to_bool().binary(BinaryOp::And, Rhs::Tensor(&other.to_bool()))
+    }
+    /// Logical or.
+    pub fn logical_or(&self, other: &Tensor) -> Tensor {
+        self.to_bool().binary(BinaryOp::Or, Rhs::Tensor(&other.to_bool()))
+    }
+    /// Logical not.
+    pub fn logical_not(&self) -> Tensor {
+        self.to_bool().unary(UnaryOp::Not)
+    }
+
+    /// `on_true` where `self` is true (nonzero), else `on_false`; all three
+    /// broadcast together, the branches promote together.
+    pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Tensor {
+        let c = self.to_bool();
+        let dt = result_type(&[(on_true.dtype(), priority(on_true)), (on_false.dtype(), priority(on_false))]);
+        let (t, f) = (on_true.to_dtype(dt), on_false.to_dtype(dt));
+        let s1 = broadcast_shapes("where_cond", &c.shape_exprs(), &t.shape_exprs());
+        let shape = broadcast_shapes("where_cond", &s1, &f.shape_exprs());
+        let all = [&c, &t, &f];
+        Tensor::apply(
+            Op::Select,
+            &[&c.broadcast_to(&shape, &all), &t.broadcast_to(&shape, &all), &f.broadcast_to(&shape, &all)],
+            SmallVec::new(),
+        )
+    }
+}
+
+/// A comparison with an integral number keeps an integer tensor's dtype.
+fn scalar_cmp_dtype(v: f64) -> DType {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        DType::I64
+    } else {
+        DType::F64
+    }
+}

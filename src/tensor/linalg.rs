@@ -1,0 +1,59 @@
+//! Matrix multiplication with `torch.matmul`'s rules.
+
+use super::elementwise::broadcast_shapes;
+use super::Tensor;
+use crate::dtype::{result_type, Priority};
+use crate::ir::node::shape_string;
+use crate::ir::Op;
+use smallvec::SmallVec;
+
+impl Tensor {
+    /// Matrix product as `torch.matmul`: 1-D operands are vectors, leading
+    /// (batch) dims broadcast. Any dimension may be dynamic, including the
+    /// contracted one.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let v = Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap();
+    /// assert_eq!(a.matmul(&v).to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
+    /// ```
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        let (ra, rb) = (self.rank(), other.rank());
+        if ra == 0 || rb == 0 {
+            panic!(
+                "matmul: both operands need at least one dimension, got shapes {} and {}; use mul for scalars",
+                self.shape_string(),
+                other.shape_string()
+            );
+        }
+        let dt = result_type(&[(self.dtype(), Priority::Dimensioned), (other.dtype(), Priority::Dimensioned)]);
+        let (a, b) = (self.to_dtype(dt), other.to_dtype(dt));
+        let a2 = if ra == 1 { a.unsqueeze(0) } else { a };
+        let b2 = if rb == 1 { b.unsqueeze(1) } else { b };
+        let (sa, sb) = (a2.shape_exprs(), b2.shape_exprs());
+        let (ka, kb) = (&sa[sa.len() - 1], &sb[sb.len() - 2]);
+        if ka != kb {
+            panic!(
+                "{}",
+                crate::ir::infer::size_mismatch("matmul", ka, kb, &self.shape_exprs(), &other.shape_exprs())
+            );
+        }
+        let batch = broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+        let full = |s: &[crate::symint::SizeExpr], t: &Tensor| {
+            let mut shape = batch.clone();
+            shape.extend_from_slice(&s[s.len() - 2..]);
+            t.broadcast_to(&shape, &[])
+        };
+        let (a3, b3) = (full(&sa, &a2), full(&sb, &b2));
+        let out = Tensor::try_apply(Op::MatMul, &[&a3, &b3], SmallVec::new()).unwrap_or_else(|e| {
+            panic!("{e} (operand shapes {} and {})", shape_string(&self.shape_exprs()), shape_string(&other.shape_exprs()))
+        });
+        let out = if rb == 1 { out.squeeze(-1) } else { out };
+        if ra == 1 {
+            out.squeeze(if rb == 1 { -1 } else { -2 })
+        } else {
+            out
+        }
+    }
+}

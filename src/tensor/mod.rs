@@ -1,0 +1,232 @@
+//! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
+
+mod create;
+mod dim;
+mod dynamic;
+mod elementwise;
+mod indexing;
+mod linalg;
+mod read;
+mod reduce;
+mod shape_ops;
+mod std_ops;
+
+pub use dim::DimIndex;
+use dim::ResolveDim;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::ir::infer::infer;
+use crate::ir::node::{shape_string, Inputs};
+use crate::ir::{Node, Op};
+use crate::runtime::registry;
+use crate::symint::{SizeExpr, SymInt};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+static NEXT_TENSOR: AtomicU64 = AtomicU64::new(0);
+
+/// A lazy tensor.
+///
+/// Ops record graph nodes and return at once; nothing runs until
+/// [`mark_step`](crate::mark_step) or a read (`to_vec`, `item`, ..).
+/// Cloning a `Tensor` is cheap and shares the value.
+///
+/// ```
+/// use lazyxla::{Tensor, DType};
+/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+/// let b = (&a * 2.0 + 1.0).relu();
+/// assert_eq!(b.dtype(), DType::F32);
+/// assert_eq!(b.to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) inner: Arc<TensorInner>,
+}
+
+/// The shared state of a tensor.
+pub(crate) struct TensorInner {
+    id: u64,
+    device: Device,
+    /// The node computing the value: a pending op, or a `Data` leaf once
+    /// computed. Replaced by syncs and in-place updates.
+    node: Mutex<Arc<Node>>,
+    /// Autograd state (see `autograd`).
+    pub(crate) grad: Mutex<Option<Tensor>>,
+    pub(crate) is_leaf_param: std::sync::atomic::AtomicBool,
+}
+
+impl Tensor {
+    pub(crate) fn from_inner(inner: Arc<TensorInner>) -> Tensor {
+        Tensor { inner }
+    }
+
+    /// Wraps a node into a new registered tensor.
+    pub(crate) fn from_node(node: Arc<Node>, device: &Device) -> Tensor {
+        let inner = Arc::new(TensorInner {
+            id: NEXT_TENSOR.fetch_add(1, Ordering::Relaxed),
+            device: device.clone(),
+            node: Mutex::new(node),
+            grad: Mutex::new(None),
+            is_leaf_param: std::sync::atomic::AtomicBool::new(false),
+        });
+        registry::register(&inner);
+        Tensor { inner }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The node currently computing this tensor.
+    pub(crate) fn node(&self) -> Arc<Node> {
+        self.inner.node.lock().clone()
+    }
+
+    /// True when the value still has to be computed.
+    pub(crate) fn is_pending(&self) -> bool {
+        !matches!(self.inner.node.lock().op, Op::Data { .. })
+    }
+
+    /// Replaces the node if it is still `expected` (a concurrent in-place
+    /// update wins over a sync result).
+    pub(crate) fn rebind_if_unchanged(&self, expected: &Arc<Node>, new: Arc<Node>) {
+        let mut n = self.inner.node.lock();
+        if Arc::ptr_eq(&n, expected) {
+            *n = new;
+        }
+    }
+
+    /// Replaces the value with another tensor's (an in-place update, as the
+    /// optimizers do). The shapes and dtypes must match.
+    pub(crate) fn assign(&self, value: &Tensor) {
+        let new = value.node();
+        assert!(
+            new.dtype == self.dtype() && new.shape == self.node().shape,
+            "assign: the new value {}{} must match the tensor {}{}",
+            new.dtype,
+            shape_string(&new.shape),
+            self.dtype(),
+            shape_string(&self.node().shape)
+        );
+        *self.inner.node.lock() = new;
+    }
+
+    /// The device the tensor lives on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.node().dtype
+    }
+
+    /// The number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.node().shape.len()
+    }
+
+    /// The size of dimension `dim`: static, or dynamic with a bound.
+    ///
+    /// Panics when `dim` is out of range.
+    pub fn size(&self, dim: impl DimIndex) -> SymInt {
+        let node = self.node();
+        let d = dim.resolve("size", &node.shape);
+        sym(&node, &node.shape[d])
+    }
+
+    /// All sizes.
+    pub fn sizes(&self) -> Vec<SymInt> {
+        let node = self.node();
+        node.shape.iter().map(|e| sym(&node, e)).collect()
+    }
+
+    /// The static upper bound of every dimension.
+    pub fn upper_bounds(&self) -> Vec<usize> {
+        self.node().bounds()
+    }
+
+    /// True when some dimension's size depends on data.
+    pub fn is_dynamic(&self) -> bool {
+        self.node().is_dynamic()
+    }
+
+    /// The shape with bounds as text, e.g. `[<=5, 2]`.
+    pub fn shape_string(&self) -> String {
+        shape_string(&self.node().shape)
+    }
+
+    pub(crate) fn shape_exprs(&self) -> Vec<SizeExpr> {
+        self.node().shape.clone()
+    }
+
+    /// Records `op` applied to `inputs`. `size_deps` are nodes defining
+    /// size variables that the op's own arguments mention. A misuse panics
+    /// with inference's message.
+    pub(crate) fn apply(op: Op, inputs: &[&Tensor], size_deps: SmallVec<[Arc<Node>; 1]>) -> Tensor {
+        match Tensor::try_apply(op, inputs, size_deps) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    pub(crate) fn try_apply(op: Op, inputs: &[&Tensor], size_deps: SmallVec<[Arc<Node>; 1]>) -> crate::Result<Tensor> {
+        let device = match inputs.first() {
+            Some(t) => t.device().clone(),
+            None => Device::default(),
+        };
+        Tensor::try_apply_on(op, inputs, size_deps, &device)
+    }
+
+    pub(crate) fn try_apply_on(
+        op: Op,
+        inputs: &[&Tensor],
+        size_deps: SmallVec<[Arc<Node>; 1]>,
+        device: &Device,
+    ) -> crate::Result<Tensor> {
+        for t in inputs {
+            if !t.device().same(device) {
+                return Err(crate::Error::DeviceMismatch {
+                    op: op.name(),
+                    lhs: device.name().to_string(),
+                    rhs: t.device().name().to_string(),
+                });
+            }
+        }
+        let nodes: Inputs = inputs.iter().map(|t| t.node()).collect();
+        let (dtype, shape) = infer(&op, &nodes)?;
+        let requires_grad = crate::autograd::grad_enabled() && nodes.iter().any(|n| n.requires_grad);
+        let node = Node::new(op, nodes, size_deps, dtype, shape, None, requires_grad);
+        Ok(Tensor::from_node(node, device))
+    }
+}
+
+/// A user-facing size for dimension expression `e` of `node`, anchored to
+/// the node while any of its variables is still uncomputed.
+fn sym(node: &Arc<Node>, e: &SizeExpr) -> SymInt {
+    let mut anchors = SmallVec::new();
+    if e.as_const().is_none() {
+        anchors.push(node.clone());
+    }
+    SymInt::new(e.clone(), anchors)
+}
+
+/// Nodes to record as size dependencies for `exprs`: `candidates` when any
+/// variable of `exprs` is still uncomputed.
+pub(crate) fn size_deps_for(exprs: &[SizeExpr], candidates: &[Arc<Node>]) -> SmallVec<[Arc<Node>; 1]> {
+    let pending = exprs.iter().flat_map(|e| e.vars()).any(|v| v.0.cell.get().is_none());
+    if pending {
+        candidates.iter().cloned().collect()
+    } else {
+        SmallVec::new()
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({}{}, {})", self.dtype(), self.shape_string(), self.device())
+    }
+}

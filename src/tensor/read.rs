@@ -1,0 +1,122 @@
+//! Reading values: these force execution of what the value needs.
+
+use super::Tensor;
+use crate::dtype::Element;
+use crate::host::HostArray;
+use crate::runtime::{materialize, metrics, sync};
+use crate::symint::SymInt;
+use crate::{Error, Result};
+use ndarray::ArrayD;
+use std::fmt;
+
+impl Tensor {
+    /// Computes the tensor if needed and copies its real elements to the
+    /// host.
+    pub(crate) fn to_host(&self) -> Result<HostArray> {
+        if self.is_pending() {
+            sync::sync_tensors(std::slice::from_ref(self))?;
+        }
+        let node = self.node();
+        let data = node
+            .data
+            .as_ref()
+            .ok_or_else(|| Error::internal("read", "a computed tensor without data"))?;
+        if let Some(h) = data.host_copy() {
+            return Ok((*h).clone());
+        }
+        let mut shape = Vec::with_capacity(node.shape.len());
+        for (d, e) in node.shape.iter().enumerate() {
+            shape.push(match (e.as_const(), &data.sizes[d]) {
+                (Some(c), _) => c as usize,
+                (None, Some(cell)) => cell.get()? as usize,
+                (None, None) => return Err(Error::internal("read", "a dynamic dim without a size")),
+            });
+        }
+        let buffer = data.buffer()?;
+        let host = data.device.backend().download(&buffer, &shape)?;
+        metrics::inc("TransferFromDevice");
+        Ok(host)
+    }
+
+    /// The elements in row-major order (a dynamic tensor gives its real
+    /// elements only). `T` must be the tensor's dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.to_ndarray::<T>()?.iter().copied().collect())
+    }
+
+    /// The value as an ndarray of the real shape.
+    pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::dtype(
+                "to_vec",
+                format!("the tensor holds {} but {} was asked for; call to_dtype({:?}) first", self.dtype(), T::DTYPE, T::DTYPE),
+            ));
+        }
+        let host = self.to_host()?;
+        T::from_host(&host)
+            .cloned()
+            .ok_or_else(|| Error::internal("to_vec", "backend returned another dtype"))
+    }
+
+    /// The single element of a tensor with one element.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        let v = self.to_vec::<T>()?;
+        if v.len() != 1 {
+            return Err(Error::invalid(
+                "item",
+                format!("the tensor has {} elements (shape {}); item needs exactly one", v.len(), self.shape_string()),
+            ));
+        }
+        Ok(v[0])
+    }
+
+    /// The real sizes, materialising dynamic ones (counts
+    /// `SizeMaterialization` once per call that has to run or read
+    /// anything).
+    pub fn concrete_shape(&self) -> Result<Vec<usize>> {
+        let sizes = self.sizes();
+        let dynamic: Vec<&SymInt> = sizes.iter().filter(|s| s.is_dynamic()).collect();
+        if dynamic.is_empty() {
+            return Ok(sizes.iter().map(|s| s.as_static().unwrap_or(0) as usize).collect());
+        }
+        let values = materialize::materialize_all(&sizes)?;
+        Ok(values.into_iter().map(|v| v.max(0) as usize).collect())
+    }
+}
+
+impl fmt::Display for Tensor {
+    /// Prints the values (forcing execution), e.g.
+    /// `tensor([[1, 2], [3, 4]], dtype=i64)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.to_host() {
+            Ok(h) => {
+                let body = crate::with_host_array!(&h, a => format_array(a.view()));
+                write!(f, "tensor({body}, dtype={})", self.dtype())
+            }
+            Err(e) => write!(f, "tensor(<error: {e}>)"),
+        }
+    }
+}
+
+fn format_array<T: Element>(a: ndarray::ArrayViewD<'_, T>) -> String {
+    if a.ndim() == 0 {
+        return format_elem(*a.iter().next().expect("one element"));
+    }
+    let parts: Vec<String> = a.outer_iter().map(|row| format_array(row)).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn format_elem<T: Element>(x: T) -> String {
+    match T::DTYPE {
+        crate::DType::Bool => (x.to_f64() != 0.0).to_string(),
+        crate::DType::I32 | crate::DType::I64 => format!("{}", x.to_f64() as i64),
+        crate::DType::F32 | crate::DType::F64 => {
+            let v = x.to_f64();
+            if v.fract() == 0.0 && v.abs() < 1e16 {
+                format!("{v:.1}")
+            } else {
+                format!("{v:.4}")
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Reductions.
+
+use super::dim::{DimIndex, ResolveDim};
+use super::{size_deps_for, Tensor};
+use crate::dtype::DType;
+use crate::ir::{ArgKind, Op, ReduceKind};
+use crate::symint::SizeExpr;
+use smallvec::SmallVec;
+
+impl Tensor {
+    fn resolve_dims<D: DimIndex>(&self, op: &'static str, dims: &[D]) -> Vec<usize> {
+        let shape = self.shape_exprs();
+        let mut ds: Vec<usize> = dims.iter().map(|d| d.resolve(op, &shape)).collect();
+        ds.sort_unstable();
+        if ds.windows(2).any(|w| w[0] == w[1]) {
+            panic!("{op}: dims {:?} repeat a dimension (shape {}); list each dim once", ds, self.shape_string());
+        }
+        ds
+    }
+
+    fn reduce(&self, kind: ReduceKind, dims: Vec<usize>, keepdim: bool) -> Tensor {
+        let x = match (kind, self.dtype()) {
+            (ReduceKind::Sum, DType::Bool | DType::I32) => self.to_dtype(DType::I64),
+            (_, DType::Bool) => self.to_dtype(DType::I64),
+            _ => self.clone(),
+        };
+        let r = Tensor::apply(Op::Reduce { kind, dims: dims.clone() }, &[&x], SmallVec::new());
+        if keepdim {
+            r.keep_dims(self, &dims)
+        } else {
+            r
+        }
+    }
+
+    /// `reduced` with size-1 dims put back at `dims` of `original`.
+    fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
+        let shape: Vec<SizeExpr> = original
+            .shape_exprs()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| if dims.contains(&i) { SizeExpr::constant(1) } else { e.clone() })
+            .collect();
+        self.reshape_exprs(shape, &[original])
+    }
+
+    /// The sum of all elements (bool and i32 sum to i64, as in PyTorch).
+    pub fn sum(&self) -> Tensor {
+        self.reduce(ReduceKind::Sum, (0..self.rank()).collect(), false)
+    }
+
+    /// The sum over `dims`, keeping them as size 1 when `keepdim`.
+    pub fn sum_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
+        let ds = self.resolve_dims("sum_dims", dims);
+        self.reduce(ReduceKind::Sum, ds, keepdim)
+    }
+
+    /// The mean of all elements (integers give F32).
+    pub fn mean(&self) -> Tensor {
+        let all: Vec<usize> = (0..self.rank()).collect();
+        self.mean_over(all, false)
+    }
+
+    /// The mean over `dims`. Over a dynamic dimension it divides by the real
+    /// size, not the bound.
+    pub fn mean_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
+        let ds = self.resolve_dims("mean_dims", dims);
+        self.mean_over(ds, keepdim)
+    }
+
+    fn mean_over(&self, dims: Vec<usize>, keepdim: bool) -> Tensor {
+        let x = if self.dtype().is_float() { self.clone() } else { self.to_dtype(DType::F32) };
+        let shape = x.shape_exprs();
+        let count = dims.iter().fold(SizeExpr::constant(1), |acc, &d| acc.mul(&shape[d]));
+        let s = x.reduce(ReduceKind::Sum, dims, keepdim);
+        match count.as_const() {
+            Some(c) => s.div_scalar(c as f64),
+            None => {
+                let n = x.size_value(count).to_dtype(x.dtype());
+                s.div(&n)
+            }
+        }
+    }
+
+    /// A size expression of this tensor's shape as an I64 scalar tensor.
+    pub(crate) fn size_value(&self, e: SizeExpr) -> Tensor {
+        let node = self.node();
+        let deps = size_deps_for(std::slice::from_ref(&e), std::slice::from_ref(&node));
+        Tensor::try_apply_on(Op::SizeOf(e), &[], deps, self.device()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The largest element.
+    pub fn max(&self) -> Tensor {
+        self.reduce(ReduceKind::Max, (0..self.rank()).collect(), false)
+    }
+
+    /// The largest elements over `dims`.
+    pub fn max_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
+        let ds = self.resolve_dims("max_dims", dims);
+        self.reduce(ReduceKind::Max, ds, keepdim)
+    }
+
+    /// The smallest element.
+    pub fn min(&self) -> Tensor {
+        self.reduce(ReduceKind::Min, (0..self.rank()).collect(), false)
+    }
+
+    /// The smallest elements over `dims`.
+    pub fn min_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
+        let ds = self.resolve_dims("min_dims", dims);
+        self.reduce(ReduceKind::Min, ds, keepdim)
+    }
+
+    /// The index (I64) of the first largest element along `dim`.
+    pub fn argmax(&self, dim: impl DimIndex) -> Tensor {
+        let d = dim.resolve("argmax", &self.shape_exprs());
+        Tensor::apply(Op::ArgReduce { kind: ArgKind::Max, dim: d }, &[self], SmallVec::new())
+    }
+
+    /// The index (I64) of the first smallest element along `dim`.
+    pub fn argmin(&self, dim: impl DimIndex) -> Tensor {
+        let d = dim.resolve("argmin", &self.shape_exprs());
+        Tensor::apply(Op::ArgReduce { kind: ArgKind::Min, dim: d }, &[self], SmallVec::new())
+    }
+}

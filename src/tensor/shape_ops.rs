@@ -1,0 +1,178 @@
+//! Shape ops: reshape, permute, broadcast, concatenation, slicing.
+
+use super::create::clamp_size;
+use super::dim::{resolve_in, DimIndex, ResolveDim};
+use super::{size_deps_for, Tensor};
+use crate::dtype::{result_type, Priority};
+use crate::ir::infer::size_mismatch;
+use crate::ir::node::shape_string;
+use crate::ir::Op;
+use crate::symint::{SizeExpr, SymInt};
+use smallvec::SmallVec;
+
+impl Tensor {
+    /// The same elements in a new shape; one entry may be `-1` (inferred).
+    ///
+    /// A dynamic tensor can be reshaped when the element counts are equal as
+    /// expressions and the result has at most one dynamic dimension.
+    pub fn reshape(&self, shape: &[i64]) -> Tensor {
+        let input = self.shape_exprs();
+        let numel = input.iter().fold(SizeExpr::constant(1), |a, d| a.mul(d));
+        let holes = shape.iter().filter(|&&s| s == -1).count();
+        if holes > 1 || shape.iter().any(|&s| s < -1) {
+            panic!("reshape: {shape:?} may hold one -1 and otherwise non-negative sizes (input shape {})", shape_string(&input));
+        }
+        let known = shape.iter().filter(|&&s| s != -1).product::<i64>();
+        let out: Vec<SizeExpr> = shape
+            .iter()
+            .map(|&s| {
+                if s != -1 {
+                    return SizeExpr::constant(s);
+                }
+                if known == 0 {
+                    panic!("reshape: cannot infer -1 next to a zero size in {shape:?} (input shape {})", shape_string(&input));
+                }
+                let inferred = numel.floor_div(&SizeExpr::constant(known));
+                if inferred.mul(&SizeExpr::constant(known)) != numel {
+                    panic!(
+                        "reshape: cannot reshape {} into {shape:?}: {} elements are not a multiple of {known}",
+                        shape_string(&input),
+                        numel
+                    );
+                }
+                inferred
+            })
+            .collect();
+        self.reshape_exprs(out, &[self])
+    }
+
+    /// Reshape to size expressions; `others` may define their variables.
+    pub(crate) fn reshape_exprs(&self, shape: Vec<SizeExpr>, others: &[&Tensor]) -> Tensor {
+        if shape == self.shape_exprs() {
+            return self.clone();
+        }
+        let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
+        let deps = size_deps_for(&shape, &candidates);
+        Tensor::apply(Op::Reshape { shape }, &[self], deps)
+    }
+
+    /// All elements in one dimension.
+    pub fn flatten(&self) -> Tensor {
+        self.reshape(&[-1])
+    }
+
+    /// Dimensions reordered: output dim `i` is input dim `perm[i]`.
+    pub fn permute<D: DimIndex>(&self, perm: &[D]) -> Tensor {
+        let shape = self.shape_exprs();
+        if perm.len() != shape.len() {
+            panic!("permute: {} dims given for a tensor of rank {} (shape {})", perm.len(), shape.len(), shape_string(&shape));
+        }
+        let p: Vec<usize> = perm.iter().map(|d| d.resolve("permute", &shape)).collect();
+        if p.iter().enumerate().all(|(i, &d)| i == d) {
+            return self.clone();
+        }
+        Tensor::apply(Op::Transpose { perm: p }, &[self], SmallVec::new())
+    }
+
+    /// Dimensions `d0` and `d1` swapped.
+    pub fn transpose(&self, d0: impl DimIndex, d1: impl DimIndex) -> Tensor {
+        let shape = self.shape_exprs();
+        let (a, b) = (d0.resolve("transpose", &shape), d1.resolve("transpose", &shape));
+        let mut perm: Vec<usize> = (0..shape.len()).collect();
+        perm.swap(a, b);
+        self.permute(&perm)
+    }
+
+    /// A size-1 dimension inserted at `dim` (in `0..=rank`).
+    pub fn unsqueeze(&self, dim: impl DimIndex) -> Tensor {
+        let mut shape = self.shape_exprs();
+        let d = resolve_in(dim.signed(), "unsqueeze", &shape, shape.len() + 1);
+        shape.insert(d, SizeExpr::constant(1));
+        self.reshape_exprs(shape, &[self])
+    }
+
+    /// Dimension `dim` removed if its size is 1; otherwise the tensor is
+    /// returned unchanged (as in PyTorch; a dynamic dim is never removed).
+    pub fn squeeze(&self, dim: impl DimIndex) -> Tensor {
+        let mut shape = self.shape_exprs();
+        let d = dim.resolve("squeeze", &shape);
+        if shape[d].as_const() != Some(1) {
+            return self.clone();
+        }
+        shape.remove(d);
+        self.reshape_exprs(shape, &[self])
+    }
+
+    /// This tensor repeated along size-1 dims to `sizes` (right-aligned,
+    /// new leading dims allowed). A size of `-1` keeps the dim; sizes may be
+    /// dynamic.
+    pub fn expand(&self, sizes: &[SymInt]) -> Tensor {
+        let input = self.shape_exprs();
+        if sizes.len() < input.len() {
+            panic!("expand: {} sizes given for a tensor of rank {} (shape {})", sizes.len(), input.len(), shape_string(&input));
+        }
+        let offset = sizes.len() - input.len();
+        let target: Vec<SizeExpr> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if s.as_static() == Some(-1) && i >= offset {
+                    return input[i - offset].clone();
+                }
+                let e = clamp_size(&s.expr);
+                if i >= offset {
+                    let from = &input[i - offset];
+                    if from != &e && from.as_const() != Some(1) {
+                        panic!("{}", size_mismatch("expand", from, &e, &input, &[e.clone()]));
+                    }
+                }
+                e
+            })
+            .collect();
+        if target == input {
+            return self.clone();
+        }
+        let mut candidates = vec![self.node()];
+        candidates.extend(sizes.iter().flat_map(|s| s.anchors.iter().cloned()));
+        let deps = size_deps_for(&target, &candidates);
+        Tensor::apply(
+            Op::Broadcast {
+                shape: target.clone(),
+                dims: (offset..target.len()).collect(),
+            },
+            &[self],
+            deps,
+        )
+    }
+
+    /// Tensors joined along `dim` (dtypes promote; other dims must match).
+    /// Along a dynamic dim the size is the sum of the sizes.
+    pub fn cat(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
+        let first = tensors.first().unwrap_or_else(|| panic!("cat: needs at least one tensor"));
+        let d = dim.resolve("cat", &first.shape_exprs());
+        let prio: Vec<_> = tensors.iter().map(|t| (t.dtype(), Priority::Dimensioned)).collect();
+        let dt = result_type(&prio);
+        let converted: Vec<Tensor> = tensors.iter().map(|t| t.to_dtype(dt)).collect();
+        if converted.len() == 1 {
+            return converted[0].clone();
+        }
+        let refs: Vec<&Tensor> = converted.iter().collect();
+        Tensor::apply(Op::Concat { dim: d }, &refs, SmallVec::new())
+    }
+
+    /// Tensors of one shape stacked along a new dimension `dim`.
+    pub fn stack(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
+        let first = tensors.first().unwrap_or_else(|| panic!("stack: needs at least one tensor"));
+        let shape = first.shape_exprs();
+        let d = resolve_in(dim.signed(), "stack", &shape, shape.len() + 1);
+        let expanded: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
+        let refs: Vec<&Tensor> = expanded.iter().collect();
+        Tensor::cat(&refs, d)
+    }
+
+    /// `len` elements from `start` along `dim` (a static dimension).
+    pub fn narrow(&self, dim: impl DimIndex, start: usize, len: usize) -> Tensor {
+        let d = dim.resolve("narrow", &self.shape_exprs());
+        Tensor::apply(Op::Slice { dim: d, start, len }, &[self], SmallVec::new())
+    }
+}

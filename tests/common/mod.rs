@@ -1,0 +1,95 @@
+//! Shared test harness: one test body, run once per backend.
+//!
+//! `backend_test! { fn name() { body } }` expands to a module `name` with a
+//! `reference` test and a `pjrt` test. Both hold the process-wide test
+//! lock, because counters and `mark_step` are process-wide. The PJRT test
+//! FAILS when `LAZYXLA_REQUIRE_PJRT=1` and no plugin loads; without that
+//! variable it reports the skip on stderr and returns.
+#![allow(dead_code)]
+
+use lazyxla::Device;
+use parking_lot::{Mutex, MutexGuard};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Serialises tests that touch process-wide state.
+pub fn lock() -> MutexGuard<'static, ()> {
+    LOCK.lock()
+}
+
+/// The PJRT device, when a plugin loads.
+pub fn pjrt_device() -> Option<Device> {
+    match Device::pjrt() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("LAZYXLA_REQUIRE_PJRT").as_deref() == Ok("1") {
+                panic!("LAZYXLA_REQUIRE_PJRT=1 but no PJRT plugin loads: {e}");
+            }
+            eprintln!("SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}");
+            None
+        }
+    }
+}
+
+/// Runs `body` on `device` with counters reset.
+pub fn run_on(device: &Device, body: impl FnOnce()) {
+    let _g = lock();
+    lazyxla::metrics::reset();
+    device.scoped(body)
+}
+
+#[macro_export]
+macro_rules! backend_test {
+    ($(#[$meta:meta])* fn $name:ident() $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[$meta])*
+            #[test]
+            fn reference() {
+                $crate::common::run_on(&lazyxla::Device::reference(), || $body);
+            }
+            $(#[$meta])*
+            #[test]
+            fn pjrt() {
+                if let Some(d) = $crate::common::pjrt_device() {
+                    $crate::common::run_on(&d, || $body);
+                }
+            }
+        }
+    };
+}
+
+/// Asserts two float slices agree within `tol` (absolute + relative).
+pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "lengths differ: got {got:?}, want {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
+        assert!(ok, "element {i}: got {g}, want {w} (got {got:?}, want {want:?})");
+    }
+}
+
+/// The same for f64.
+pub fn assert_close64(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "lengths differ: got {got:?}, want {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
+        assert!(ok, "element {i}: got {g}, want {w} (got {got:?}, want {want:?})");
+    }
+}
+
+/// Runs `f`, which must panic, and returns the panic message.
+pub fn panic_message(f: impl FnOnce()) -> String {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(prev);
+    match r {
+        Ok(()) => panic!("expected a panic, got none"),
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
