@@ -1,8 +1,27 @@
 //! Reverse-mode autograd over the lazy graph.
+//!
+//! `backward()` walks the graph from the loss and records the gradient as
+//! more lazy ops (rules in `rules.rs`, one exhaustive `match` over `Op`),
+//! so forward, backward and the optimizer update of a step are one program
+//! at `mark_step()`. Gradients accumulate into leaf tensors that called
+//! `requires_grad(true)`; the node standing for such a leaf in a graph is
+//! marked (`Node::grad_leaf`) so backward stops there.
+//!
+//! Integer outputs (`nonzero`, `unique`, `argmax`, comparisons) carry no
+//! gradient. Gradients flow through dynamic zones: `masked_select` scatters
+//! back into the input's shape, `index_select` and `gather` scatter-add,
+//! reductions and `matmul` over dynamic dims, `pad_to_bound` crops back.
 
 pub(crate) mod random;
+mod rules;
 
+use crate::ir::node::topo_order;
+use crate::ir::Node;
+use crate::tensor::Tensor;
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 thread_local! {
     static NO_GRAD_DEPTH: Cell<usize> = const { Cell::new(0) };
@@ -16,8 +35,10 @@ pub(crate) fn grad_enabled() -> bool {
 /// Runs `f` without recording gradients (optimizer updates, evaluation).
 ///
 /// ```
-/// let y = lazyxla::no_grad(|| 1 + 1);
-/// assert_eq!(y, 2);
+/// use lazyxla::Tensor;
+/// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
+/// let y = lazyxla::no_grad(|| &w * 2.0);
+/// assert!(!y.is_requires_grad());
 /// ```
 pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
     struct Restore;
@@ -29,4 +50,119 @@ pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
     NO_GRAD_DEPTH.with(|d| d.set(d.get() + 1));
     let _restore = Restore;
     f()
+}
+
+impl Tensor {
+    /// Marks this tensor as a leaf whose gradient [`backward`](Tensor::backward)
+    /// accumulates into [`grad`](Tensor::grad); returns the same tensor.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let w = Tensor::from_vec(vec![3.0f32], &[1]).unwrap().requires_grad(true);
+    /// let loss = (&w * &w).sum();
+    /// loss.backward();
+    /// assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![6.0]);
+    /// ```
+    pub fn requires_grad(self, on: bool) -> Tensor {
+        self.set_requires_grad(on);
+        self
+    }
+
+    /// Sets whether this tensor is a leaf that accumulates gradients.
+    pub fn set_requires_grad(&self, on: bool) {
+        if on && !self.dtype().is_float() {
+            panic!("requires_grad: only float tensors can require gradients, this one is {}", self.dtype());
+        }
+        self.inner.requires_grad.store(on, Ordering::Relaxed);
+    }
+
+    /// True when gradients flow to or through this tensor.
+    pub fn is_requires_grad(&self) -> bool {
+        self.inner.requires_grad.load(Ordering::Relaxed) || self.node().requires_grad
+    }
+
+    /// The accumulated gradient, if a `backward` reached this tensor.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.inner.grad.lock().clone()
+    }
+
+    /// Forgets the accumulated gradient.
+    pub fn zero_grad(&self) {
+        *self.inner.grad.lock() = None;
+    }
+
+    /// The same value, cut off from the gradient graph.
+    pub fn detach(&self) -> Tensor {
+        no_grad(|| {
+            let n = self.node();
+            if n.requires_grad {
+                // A fresh node with the same op and inputs, not requiring grad.
+                Tensor::from_node(
+                    Node::new(n.op.clone(), n.inputs.clone(), n.size_deps.clone(), n.dtype, n.shape.clone(), n.data.clone(), false),
+                    self.device(),
+                )
+            } else {
+                Tensor::from_node(n, self.device())
+            }
+        })
+    }
+
+    /// Records the gradient of this scalar with respect to every leaf that
+    /// requires grad, accumulating into their [`grad`](Tensor::grad). Nothing
+    /// runs: the gradients are lazy tensors computed with the next sync.
+    ///
+    /// Panics when the tensor is not a float scalar or does not depend on
+    /// any tensor that requires grad.
+    pub fn backward(&self) {
+        let root = self.node();
+        if !root.shape.is_empty() || !root.dtype.is_float() {
+            panic!(
+                "backward: the loss must be a float scalar, got {}{}; reduce it first (e.g. .sum() or .mean())",
+                root.dtype,
+                crate::ir::node::shape_string(&root.shape)
+            );
+        }
+        if !root.requires_grad {
+            panic!("backward: the loss does not depend on any tensor that requires grad; call requires_grad(true) on the parameters");
+        }
+        let device = self.device().clone();
+        no_grad(|| {
+            let order = topo_order(std::slice::from_ref(&root), |n| n.grad_leaf.is_some() || !n.requires_grad);
+            let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
+            grads.insert(Arc::as_ptr(&root), Tensor::from_node(root.clone(), &device).ones_like());
+            for n in order.iter().rev() {
+                let Some(g) = grads.remove(&Arc::as_ptr(n)) else {
+                    continue;
+                };
+                if let Some(leaf) = &n.grad_leaf {
+                    if let Some(inner) = leaf.upgrade() {
+                        let t = Tensor::from_inner(inner);
+                        let mut slot = t.inner.grad.lock();
+                        let total = match slot.take() {
+                            Some(old) => &old + &g,
+                            None => g,
+                        };
+                        *slot = Some(total);
+                    }
+                    continue;
+                }
+                let inputs: Vec<Tensor> = n.inputs.iter().map(|i| Tensor::from_node(i.clone(), &device)).collect();
+                let out = Tensor::from_node(n.clone(), &device);
+                let input_grads = rules::input_grads(&n.op, &inputs, &out, &g);
+                for ((input, node), ig) in inputs.iter().zip(&n.inputs).zip(input_grads) {
+                    let Some(ig) = ig else { continue };
+                    if !node.requires_grad {
+                        continue;
+                    }
+                    debug_assert_eq!(ig.shape_exprs(), input.shape_exprs(), "gradient of {} has the wrong shape", n.op.name());
+                    let key = Arc::as_ptr(node);
+                    let total = match grads.remove(&key) {
+                        Some(old) => &old + &ig,
+                        None => ig,
+                    };
+                    grads.insert(key, total);
+                }
+            }
+        });
+    }
 }

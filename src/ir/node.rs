@@ -7,7 +7,8 @@ use crate::symint::SizeExpr;
 use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use crate::tensor::TensorInner;
+use std::sync::{Arc, Weak};
 
 static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
 
@@ -37,6 +38,9 @@ pub struct Node {
     pub(crate) data: Option<Arc<DeviceData>>,
     /// True when a gradient must flow through this node.
     pub(crate) requires_grad: bool,
+    /// Set on the node standing for a leaf tensor that requires grad:
+    /// backward accumulates into that tensor here and goes no further.
+    pub(crate) grad_leaf: Option<Weak<TensorInner>>,
 }
 
 impl Node {
@@ -58,7 +62,28 @@ impl Node {
             shape,
             data,
             requires_grad,
+            grad_leaf: None,
         })
+    }
+
+    /// A copy of this node marked as the gradient leaf of `leaf`.
+    pub(crate) fn leaf_copy(&self, leaf: Weak<TensorInner>) -> Arc<Node> {
+        LIVE_NODES.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Node {
+            op: self.op.clone(),
+            inputs: self.inputs.clone(),
+            size_deps: self.size_deps.clone(),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            data: self.data.clone(),
+            requires_grad: true,
+            grad_leaf: Some(leaf),
+        })
+    }
+
+    /// True when this node is the gradient leaf of `t`.
+    pub(crate) fn is_leaf_of(&self, t: &Arc<TensorInner>) -> bool {
+        self.grad_leaf.as_ref().is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(t)))
     }
 
     /// True when any dimension is data-dependent.

@@ -53,9 +53,10 @@ pub(crate) struct TensorInner {
     /// The node computing the value: a pending op, or a `Data` leaf once
     /// computed. Replaced by syncs and in-place updates.
     node: Mutex<Arc<Node>>,
-    /// Autograd state (see `autograd`).
+    /// The accumulated gradient (see `autograd`).
     pub(crate) grad: Mutex<Option<Tensor>>,
-    pub(crate) is_leaf_param: std::sync::atomic::AtomicBool,
+    /// True for a leaf that gradients accumulate into.
+    pub(crate) requires_grad: std::sync::atomic::AtomicBool,
 }
 
 impl Tensor {
@@ -70,7 +71,7 @@ impl Tensor {
             device: device.clone(),
             node: Mutex::new(node),
             grad: Mutex::new(None),
-            is_leaf_param: std::sync::atomic::AtomicBool::new(false),
+            requires_grad: std::sync::atomic::AtomicBool::new(false),
         });
         registry::register(&inner);
         Tensor { inner }
@@ -83,6 +84,17 @@ impl Tensor {
     /// The node currently computing this tensor.
     pub(crate) fn node(&self) -> Arc<Node> {
         self.inner.node.lock().clone()
+    }
+
+    /// The node to record as an operand. For a leaf that requires grad
+    /// (outside `no_grad`), a copy of its node marked as that leaf, so
+    /// backward knows where to accumulate.
+    pub(crate) fn input_node(&self) -> Arc<Node> {
+        let mut n = self.inner.node.lock();
+        if self.inner.requires_grad.load(Ordering::Relaxed) && crate::autograd::grad_enabled() && !n.is_leaf_of(&self.inner) {
+            *n = n.leaf_copy(Arc::downgrade(&self.inner));
+        }
+        n.clone()
     }
 
     /// True when the value still has to be computed.
@@ -196,9 +208,10 @@ impl Tensor {
                 });
             }
         }
-        let nodes: Inputs = inputs.iter().map(|t| t.node()).collect();
+        let nodes: Inputs = inputs.iter().map(|t| t.input_node()).collect();
         let (dtype, shape) = infer(&op, &nodes)?;
-        let requires_grad = crate::autograd::grad_enabled() && nodes.iter().any(|n| n.requires_grad);
+        // Only float results carry gradients: indices, masks and sizes do not.
+        let requires_grad = crate::autograd::grad_enabled() && dtype.is_float() && nodes.iter().any(|n| n.requires_grad);
         let node = Node::new(op, nodes, size_deps, dtype, shape, None, requires_grad);
         Ok(Tensor::from_node(node, device))
     }

@@ -1,0 +1,214 @@
+//! Gradient rules: one exhaustive `match` over [`Op`].
+//!
+//! Each rule maps the output gradient `g` to one gradient per operand
+//! (`None` where an operand carries no gradient: integer data, indices,
+//! masks, conditions). Rules are written with the tensor API, so they are
+//! lazy ops like any other and every backend runs them.
+
+use crate::ir::{BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::symint::{SizeExpr, SymInt};
+use crate::tensor::Tensor;
+
+/// The gradient of each operand of `op`, given the operands `x`, the
+/// node's own value `out` and the gradient `g` of `out`.
+pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
+    match op {
+        Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => vec![],
+        Op::RandomUniform { .. } => vec![None],
+        Op::Unary(u) => {
+            let a = &x[0];
+            let d = match u {
+                UnaryOp::Neg => g.neg(),
+                UnaryOp::Abs => g * &a.sign(),
+                UnaryOp::Exp => g * out,
+                UnaryOp::Log => g / a,
+                UnaryOp::Sqrt => g * &(out.reciprocal() * 0.5),
+                UnaryOp::Rsqrt => g * &(out * out * out * -0.5),
+                UnaryOp::Tanh => g * &(1.0 - out * out),
+                UnaryOp::Sigmoid => g * &(out * &(1.0 - out)),
+                UnaryOp::Erf => g * &((a * a).neg().exp() * std::f64::consts::FRAC_2_SQRT_PI),
+                UnaryOp::Floor | UnaryOp::Sign => g.zeros_like(),
+                UnaryOp::Sin => g * &a.cos(),
+                UnaryOp::Cos => g * &a.sin().neg(),
+                UnaryOp::Not => return vec![None],
+            };
+            vec![Some(d)]
+        }
+        Op::Binary(b) => {
+            let (a, c) = (&x[0], &x[1]);
+            let (da, dc) = match b {
+                BinaryOp::Add => (g.clone(), g.clone()),
+                BinaryOp::Sub => (g.clone(), g.neg()),
+                BinaryOp::Mul => (g * c, g * a),
+                BinaryOp::Div => (g / c, (g * out / c).neg()),
+                BinaryOp::Pow => {
+                    let da = g * &(c * &a.pow_tensor(&(c - 1.0)));
+                    // d/dc a^c = a^c ln a, defined as 0 where a == 0 (as PyTorch).
+                    let dc = a.eq_scalar(0.0).where_cond(&g.zeros_like(), &(g * &(out * &a.log())));
+                    (da, dc)
+                }
+                BinaryOp::Max | BinaryOp::Min => {
+                    // The larger (smaller) operand takes the gradient; ties split it.
+                    let wins = if *b == BinaryOp::Max { a.gt(c) } else { a.lt(c) };
+                    let loses = if *b == BinaryOp::Max { a.lt(c) } else { a.gt(c) };
+                    let half = g * 0.5;
+                    let zero = g.zeros_like();
+                    let da = wins.where_cond(g, &a.eq(c).where_cond(&half, &zero));
+                    let dc = loses.where_cond(g, &a.eq(c).where_cond(&half, &zero));
+                    (da, dc)
+                }
+                BinaryOp::Rem => (g.clone(), (g * &(a / c).floor()).neg()),
+                BinaryOp::And | BinaryOp::Or => return vec![None, None],
+            };
+            vec![Some(da), Some(dc)]
+        }
+        Op::Compare(_) => vec![None, None],
+        Op::Select => {
+            let (c, zero) = (&x[0], g.zeros_like());
+            vec![None, Some(c.where_cond(g, &zero)), Some(c.where_cond(&zero, g))]
+        }
+        Op::Convert(_) => {
+            let a = &x[0];
+            if a.dtype().is_float() && g.dtype().is_float() {
+                vec![Some(g.to_dtype(a.dtype()))]
+            } else {
+                vec![None]
+            }
+        }
+        Op::Broadcast { shape, dims } => vec![Some(unbroadcast(g, &x[0], shape, dims))],
+        Op::Reshape { .. } => vec![Some(g.reshape_exprs(x[0].shape_exprs(), &[&x[0]]))],
+        Op::Transpose { perm } => {
+            let mut inverse = vec![0usize; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i;
+            }
+            vec![Some(g.permute(&inverse))]
+        }
+        Op::Slice { dim, start, len } => {
+            let a = &x[0];
+            let shape = a.shape_exprs();
+            let total = shape[*dim].as_const().unwrap_or(0) as usize;
+            let zeros = |n: usize| {
+                let mut s = shape.clone();
+                s[*dim] = SizeExpr::constant(n as i64);
+                a.zeros_like_shape(s)
+            };
+            let (before, after) = (zeros(*start), zeros(total - start - len));
+            vec![Some(Tensor::cat(&[&before, g, &after], *dim))]
+        }
+        Op::Concat { dim } => {
+            let mut offset = SymInt::from(0);
+            let mut out = Vec::with_capacity(x.len());
+            for a in x {
+                let n = a.size(*dim);
+                let idx = Tensor::arange_sym(&n).on(g);
+                let idx = match offset.as_static() {
+                    Some(o) => &idx + o,
+                    None => &idx + &size_tensor(&offset, g),
+                };
+                out.push(Some(g.index_select(*dim, &idx)));
+                offset = offset + n;
+            }
+            out
+        }
+        Op::PadToBound { .. } => {
+            // Crop the gradient back to the real sizes.
+            let a = &x[0];
+            let mut d = g.clone();
+            for (k, s) in a.sizes().iter().enumerate() {
+                if s.is_dynamic() {
+                    d = d.index_select(k, &Tensor::arange_sym(s).on(g));
+                }
+            }
+            vec![Some(d)]
+        }
+        Op::Reduce { kind, dims } => {
+            let a = &x[0];
+            let back = |t: &Tensor| t.unreduce(a, dims);
+            let d = match kind {
+                ReduceKind::Sum => back(g),
+                ReduceKind::Max | ReduceKind::Min => {
+                    // Ties share the gradient evenly (as PyTorch's amax).
+                    let mask = a.eq(&back(out)).to_dtype(a.dtype());
+                    let count = back(&mask.sum_dims(dims, false));
+                    &back(g) * &mask / &count
+                }
+            };
+            vec![Some(d)]
+        }
+        Op::ArgReduce { .. } => vec![None],
+        Op::MatMul => {
+            let (a, b) = (&x[0], &x[1]);
+            vec![Some(g.matmul(&b.transpose(-1, -2))), Some(a.transpose(-1, -2).matmul(g))]
+        }
+        Op::IndexSelect { dim } => vec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
+        Op::Gather { dim } => vec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
+        Op::IndexAdd { dim } => vec![Some(g.clone()), None, Some(g.index_select(*dim, &x[1]))],
+        Op::ScatterAdd { dim } => vec![Some(g.clone()), None, Some(g.gather(*dim, &x[1]))],
+        Op::MaskedScatter => {
+            let (mask, src) = (&x[1], &x[2]);
+            let dsrc = g.masked_select(mask);
+            let dsrc = (dsrc.shape_exprs() == src.shape_exprs()).then_some(dsrc);
+            vec![Some(mask.where_cond(&g.zeros_like(), g)), None, dsrc]
+        }
+        Op::Nonzero => vec![None],
+        Op::MaskedSelect => vec![Some(x[0].zeros_like().masked_scatter(&x[1], g)), None],
+        Op::Unique => vec![None],
+        Op::UniqueCounts => vec![None, None],
+    }
+}
+
+/// Sums `g` (of the broadcast `shape`) back to the shape of `a`.
+fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Tensor {
+    let input = a.shape_exprs();
+    let mut summed: Vec<usize> = (0..shape.len()).filter(|d| !dims.contains(d)).collect();
+    for (i, &d) in dims.iter().enumerate() {
+        if input[i].as_const() == Some(1) && shape[d].as_const() != Some(1) {
+            summed.push(d);
+        }
+    }
+    summed.sort_unstable();
+    let reduced = if summed.is_empty() { g.clone() } else { g.sum_dims(&summed, false) };
+    reduced.reshape_exprs(input, &[a])
+}
+
+impl Tensor {
+    /// `1 / self`.
+    fn reciprocal(&self) -> Tensor {
+        &self.ones_like() / self
+    }
+
+    /// A gradient of a reduction over `dims` put back into `a`'s shape.
+    fn unreduce(&self, a: &Tensor, dims: &[usize]) -> Tensor {
+        let keep: Vec<SizeExpr> = a
+            .shape_exprs()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| if dims.contains(&i) { SizeExpr::constant(1) } else { e.clone() })
+            .collect();
+        self.reshape_exprs(keep, &[a]).broadcast_to(&a.shape_exprs(), &[a])
+    }
+
+    /// Zeros of `shape` (whose variables this tensor's graph defines).
+    fn zeros_like_shape(&self, shape: Vec<SizeExpr>) -> Tensor {
+        let node = self.node();
+        let deps = crate::tensor::size_deps_for(&shape, std::slice::from_ref(&node));
+        Tensor::full_sym(shape, 0.0, self.dtype(), deps, self.device())
+    }
+
+    /// This tensor on `other`'s device (index tensors are made on the
+    /// default device).
+    fn on(self, other: &Tensor) -> Tensor {
+        if self.device().same(other.device()) {
+            self
+        } else {
+            self.to_device(other.device()).unwrap_or_else(|e| panic!("{e}"))
+        }
+    }
+}
+
+/// A size as an I64 scalar tensor on `like`'s device.
+fn size_tensor(s: &SymInt, like: &Tensor) -> Tensor {
+    let deps = crate::tensor::size_deps_for(std::slice::from_ref(&s.expr), &s.anchors);
+    Tensor::try_apply_on(Op::SizeOf(s.expr.clone()), &[], deps, like.device()).unwrap_or_else(|e| panic!("{e}"))
+}

@@ -1,0 +1,167 @@
+//! Gradient checks of every differentiable op against central finite
+//! differences in f64, one body per backend (so PJRT gradients are checked
+//! against the same numbers as the reference backend's).
+
+mod common;
+
+use common::assert_close64;
+use lazyxla::{mark_step, no_grad, DType, Tensor};
+
+/// Checks d(sum(w * f(x)))/dx against finite differences, for a fixed
+/// pseudo-random weighting `w` (so a wrong sign or permutation shows).
+fn check(name: &str, x: &[f64], shape: &[usize], f: impl Fn(&Tensor) -> Tensor) {
+    let xt = Tensor::from_vec(x.to_vec(), shape).unwrap().requires_grad(true);
+    let y = f(&xt).to_dtype(DType::F64).flatten();
+    // Weights 0.5, 0.6, .. built in the graph from y's own (maybe dynamic)
+    // length, so they line up with a dynamic y too.
+    let w = Tensor::arange_sym(&y.size(0)).to_dtype(DType::F64) * 0.1 + 0.5;
+    let weigh = |y: &Tensor| -> f64 {
+        let v = y.to_dtype(DType::F64).to_vec::<f64>().unwrap();
+        v.iter().enumerate().map(|(i, a)| a * (0.5 + 0.1 * i as f64)).sum()
+    };
+    let loss = (&y * &w).sum();
+    loss.backward();
+    mark_step().unwrap();
+    let got = xt.grad().unwrap_or_else(|| panic!("{name}: no gradient")).to_vec::<f64>().unwrap();
+    let eps = 1e-6;
+    let numeric: Vec<f64> = (0..x.len())
+        .map(|i| {
+            let mut p = x.to_vec();
+            let mut m = x.to_vec();
+            p[i] += eps;
+            m[i] -= eps;
+            let (fp, fm) = no_grad(|| {
+                (weigh(&f(&Tensor::from_vec(p, shape).unwrap())), weigh(&f(&Tensor::from_vec(m, shape).unwrap())))
+            });
+            (fp - fm) / (2.0 * eps)
+        })
+        .collect();
+    println!("{name}: analytic {got:?} numeric {numeric:?}");
+    assert_close64(&got, &numeric, 1e-5);
+}
+
+const X: [f64; 6] = [0.3, -1.2, 2.1, 0.7, -0.4, 1.6];
+const POS: [f64; 6] = [0.3, 1.2, 2.1, 0.7, 0.4, 1.6];
+
+backend_test! {
+    fn unary_ops() {
+        check("neg", &X, &[2, 3], |x| x.neg());
+        check("abs", &X, &[2, 3], |x| x.abs());
+        check("exp", &X, &[2, 3], |x| x.exp());
+        check("log", &POS, &[2, 3], |x| x.log());
+        check("sqrt", &POS, &[2, 3], |x| x.sqrt());
+        check("rsqrt", &POS, &[2, 3], |x| x.rsqrt());
+        check("tanh", &X, &[2, 3], |x| x.tanh());
+        check("sigmoid", &X, &[2, 3], |x| x.sigmoid());
+        check("erf", &X, &[2, 3], |x| x.erf());
+        check("sin", &X, &[2, 3], |x| x.sin());
+        check("cos", &X, &[2, 3], |x| x.cos());
+        check("gelu", &X, &[2, 3], |x| x.gelu());
+        check("relu", &X, &[2, 3], |x| x.relu());
+        check("pow", &POS, &[2, 3], |x| x.pow(2.5));
+        check("square", &X, &[2, 3], |x| x.square());
+    }
+}
+
+backend_test! {
+    fn binary_ops_and_broadcasting() {
+        let c = || Tensor::from_vec(vec![0.5f64, -1.5, 2.0], &[3]).unwrap();
+        check("add", &X, &[2, 3], |x| x + &c());
+        check("sub", &X, &[2, 3], |x| &c() - x);
+        check("mul", &X, &[2, 3], |x| x * &c());
+        check("div", &X, &[2, 3], |x| &c() / &(x.abs() + 1.0));
+        check("div_by", &X, &[2, 3], |x| x / &c());
+        check("mul_self", &X, &[2, 3], |x| x * x);
+        check("maximum", &X, &[2, 3], |x| x.maximum(&c()));
+        check("minimum", &X, &[2, 3], |x| x.minimum(&c()));
+        check("pow_tensor", &POS, &[2, 3], |x| x.pow_tensor(&x.sin()));
+        check("broadcast_row", &X[..3], &[3], |x| &Tensor::ones(&[2, 3], DType::F64) * x);
+        check("broadcast_col", &X[..2], &[2, 1], |x| x * &Tensor::ones(&[2, 3], DType::F64));
+        check("where", &X, &[2, 3], |x| x.gt_scalar(0.0).where_cond(&(x * 3.0), &x.exp()));
+        check("scalars", &X, &[2, 3], |x| (x * 2.0 + 1.0) / 4.0 - 0.5);
+    }
+}
+
+backend_test! {
+    fn shape_ops() {
+        check("reshape", &X, &[2, 3], |x| x.reshape(&[3, 2]) * &Tensor::from_vec(vec![1.0f64, 2.0], &[2]).unwrap());
+        check("transpose", &X, &[2, 3], |x| x.transpose(0, 1).matmul(&Tensor::from_vec(vec![1.0f64, -2.0], &[2]).unwrap()));
+        check("permute", &X, &[1, 2, 3], |x| x.permute(&[2, 0, 1]).exp());
+        check("narrow", &X, &[2, 3], |x| x.narrow(1, 1, 2).exp());
+        check("cat", &X, &[2, 3], |x| Tensor::cat(&[x, &x.exp(), x], 1));
+        check("stack", &X, &[2, 3], |x| Tensor::stack(&[x, &x.sin()], 0));
+        check("unsqueeze_squeeze", &X, &[2, 3], |x| x.unsqueeze(1).exp().squeeze(1));
+        check("expand", &X[..3], &[1, 3], |x| x.expand(&[2.into(), 3.into()]).sin());
+    }
+}
+
+backend_test! {
+    fn reductions_and_linalg() {
+        check("sum", &X, &[2, 3], |x| x.sum());
+        check("sum_dims", &X, &[2, 3], |x| x.sum_dims(&[1], false));
+        check("sum_keepdim", &X, &[2, 3], |x| x.sum_dims(&[0], true) * x);
+        check("mean", &X, &[2, 3], |x| x.mean());
+        check("mean_dims", &X, &[2, 3], |x| x.mean_dims(&[0], false));
+        check("max", &X, &[2, 3], |x| x.max());
+        check("max_dims", &X, &[2, 3], |x| x.max_dims(&[1], false));
+        check("min_dims", &X, &[2, 3], |x| x.min_dims(&[0], true));
+        check("softmax", &X, &[2, 3], |x| x.softmax(-1));
+        check("log_softmax", &X, &[2, 3], |x| x.log_softmax(0));
+        let m = || Tensor::from_vec(vec![0.2f64, -0.3, 0.5, 1.0, 0.1, -0.7], &[3, 2]).unwrap();
+        check("matmul_left", &X, &[2, 3], |x| x.matmul(&m()));
+        check("matmul_right", &X, &[3, 2], |x| m().transpose(0, 1).matmul(x));
+        check("matmul_vec", &X[..3], &[3], |x| m().transpose(0, 1).matmul(x));
+        check("matmul_batched", &X, &[2, 1, 3], |x| x.matmul(&m()));
+    }
+}
+
+backend_test! {
+    fn indexing_and_dynamic_zones() {
+        let idx = || Tensor::from_vec(vec![2i64, 0, 2], &[3]).unwrap();
+        check("index_select", &X, &[2, 3], |x| x.index_select(1, &idx()));
+        let gidx = || Tensor::from_vec(vec![1i64, 0, 0, 1, 1, 0], &[2, 3]).unwrap();
+        check("gather", &X, &[2, 3], |x| x.gather(0, &gidx()));
+        check("index_add_src", &X, &[2, 3], |x| Tensor::zeros(&[2, 3], DType::F64).index_add(1, &idx(), x));
+        check("scatter_add_src", &X, &[2, 3], |x| Tensor::zeros(&[2, 3], DType::F64).scatter_add(0, &gidx(), x));
+        // Dynamic: gradients go back through masked_select, nonzero-indexed
+        // selects, reductions over dynamic dims and pad_to_bound.
+        let mask = || Tensor::from_vec(vec![true, false, true, true, false, true], &[2, 3]).unwrap();
+        check("masked_select", &X, &[2, 3], |x| x.masked_select(&mask()).exp());
+        check("masked_select_mean", &X, &[2, 3], |x| x.masked_select(&x.gt_scalar(0.0)).mean());
+        check("nonzero_index", &X, &[6], |x| {
+            let rows = mask().flatten().nonzero().flatten();
+            x.index_select(0, &rows).square()
+        });
+        check("dynamic_matmul", &X, &[2, 3], |x| {
+            let sel = x.masked_select(&mask()); // [<=6]
+            let m = sel.unsqueeze(1).matmul(&sel.unsqueeze(0)); // [<=6, <=6]
+            m.sum_dims(&[1], false)
+        });
+        check("pad_to_bound", &X, &[2, 3], |x| x.masked_select(&mask()).pad_to_bound(0.0).exp());
+        check("cat_dynamic", &X, &[2, 3], |x| {
+            let s = x.masked_select(&mask());
+            Tensor::cat(&[&s, &s.exp()], 0)
+        });
+    }
+}
+
+backend_test! {
+    fn gradients_accumulate_and_reset() {
+        let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
+        (&w * 3.0).sum().backward();
+        (&w * &w).sum().backward();
+        mark_step().unwrap();
+        assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![5.0, 7.0]);
+        w.zero_grad();
+        assert!(w.grad().is_none());
+        let y = no_grad(|| &w * 2.0);
+        assert!(!y.is_requires_grad());
+        let msg = common::panic_message(|| y.sum().backward());
+        assert!(msg.contains("requires grad"), "{msg}");
+        let msg = common::panic_message(|| (&w * 2.0).backward());
+        assert!(msg.contains("scalar"), "{msg}");
+        // Integer results carry no gradient, and say so by being cut off.
+        let nz = w.gt_scalar(1.5).nonzero();
+        assert!(!nz.is_requires_grad());
+    }
+}
