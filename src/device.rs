@@ -22,7 +22,7 @@ struct DeviceInner {
     name: String,
 }
 
-static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Box::new(ReferenceBackend::default())));
+static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Box::new(ReferenceBackend)));
 
 static DEFAULT: LazyLock<Device> = LazyLock::new(choose_default);
 
@@ -108,7 +108,9 @@ impl Default for Device {
     /// The default device: the innermost [`Device::scoped`] one on this
     /// thread, else the process-wide one (see the type's docs).
     fn default() -> Device {
-        SCOPED.with(|s| s.borrow().last().cloned()).unwrap_or_else(|| DEFAULT.clone())
+        SCOPED
+            .with(|s| s.borrow().last().cloned())
+            .unwrap_or_else(|| DEFAULT.clone())
     }
 }
 

@@ -178,12 +178,8 @@ element!(f32, F32, |x: f32| x as f64, |v: f64| v as f32);
 element!(f64, F64, |x: f64| x, |v: f64| v);
 element!(i32, I32, |x: i32| x as f64, |v: f64| v as i32);
 element!(i64, I64, |x: i64| x as f64, |v: f64| v as i64);
-element!(
-    bool,
-    Bool,
-    |x: bool| if x { 1.0 } else { 0.0 },
-    |v: f64| v != 0.0
-);
+element!(bool, Bool, |x: bool| if x { 1.0 } else { 0.0 }, |v: f64| v
+    != 0.0);
 
 #[cfg(test)]
 mod tests {
@@ -192,17 +188,44 @@ mod tests {
 
     #[test]
     fn promotion_follows_pytorch() {
-        assert_eq!(result_type(&[(DType::I64, Dimensioned), (DType::F32, Dimensioned)]), DType::F32);
-        assert_eq!(result_type(&[(DType::Bool, Dimensioned), (DType::I32, Dimensioned)]), DType::I32);
-        assert_eq!(result_type(&[(DType::F64, Dimensioned), (DType::F32, Dimensioned)]), DType::F64);
+        assert_eq!(
+            result_type(&[(DType::I64, Dimensioned), (DType::F32, Dimensioned)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::Bool, Dimensioned), (DType::I32, Dimensioned)]),
+            DType::I32
+        );
+        assert_eq!(
+            result_type(&[(DType::F64, Dimensioned), (DType::F32, Dimensioned)]),
+            DType::F64
+        );
         // Scalars do not widen a tensor's float type.
-        assert_eq!(result_type(&[(DType::F32, Dimensioned), (DType::F64, Scalar)]), DType::F32);
-        assert_eq!(result_type(&[(DType::I32, Dimensioned), (DType::I64, Scalar)]), DType::I32);
+        assert_eq!(
+            result_type(&[(DType::F32, Dimensioned), (DType::F64, Scalar)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::I32, Dimensioned), (DType::I64, Scalar)]),
+            DType::I32
+        );
         // But they do lift the category, to the default dtype.
-        assert_eq!(result_type(&[(DType::I64, Dimensioned), (DType::F64, Scalar)]), DType::F32);
-        assert_eq!(result_type(&[(DType::Bool, Dimensioned), (DType::I64, Scalar)]), DType::I64);
+        assert_eq!(
+            result_type(&[(DType::I64, Dimensioned), (DType::F64, Scalar)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::Bool, Dimensioned), (DType::I64, Scalar)]),
+            DType::I64
+        );
         // Zero-dim tensors rank between the two.
-        assert_eq!(result_type(&[(DType::F32, Dimensioned), (DType::F64, ZeroDim)]), DType::F32);
-        assert_eq!(result_type(&[(DType::I32, Dimensioned), (DType::F64, ZeroDim)]), DType::F64);
+        assert_eq!(
+            result_type(&[(DType::F32, Dimensioned), (DType::F64, ZeroDim)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::I32, Dimensioned), (DType::F64, ZeroDim)]),
+            DType::F64
+        );
     }
 }

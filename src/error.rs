@@ -83,7 +83,9 @@ pub enum Error {
         bound: usize,
     },
     /// Tensors from two different devices met in one op.
-    #[error("{op}: operands live on different devices ({lhs} and {rhs}); move one with `to_device`")]
+    #[error(
+        "{op}: operands live on different devices ({lhs} and {rhs}); move one with `to_device`"
+    )]
     DeviceMismatch {
         /// The op that was called.
         op: &'static str,

@@ -33,6 +33,8 @@ mod dtype;
 mod error;
 pub mod host;
 mod ir;
+pub mod nn;
+pub mod optim;
 mod runtime;
 mod symint;
 mod tensor;

@@ -10,19 +10,28 @@ use lazyxla::{mark_step, no_grad, DType, Tensor};
 /// Checks d(sum(w * f(x)))/dx against finite differences, for a fixed
 /// pseudo-random weighting `w` (so a wrong sign or permutation shows).
 fn check(name: &str, x: &[f64], shape: &[usize], f: impl Fn(&Tensor) -> Tensor) {
-    let xt = Tensor::from_vec(x.to_vec(), shape).unwrap().requires_grad(true);
+    let xt = Tensor::from_vec(x.to_vec(), shape)
+        .unwrap()
+        .requires_grad(true);
     let y = f(&xt).to_dtype(DType::F64).flatten();
     // Weights 0.5, 0.6, .. built in the graph from y's own (maybe dynamic)
     // length, so they line up with a dynamic y too.
     let w = Tensor::arange_sym(&y.size(0)).to_dtype(DType::F64) * 0.1 + 0.5;
     let weigh = |y: &Tensor| -> f64 {
         let v = y.to_dtype(DType::F64).to_vec::<f64>().unwrap();
-        v.iter().enumerate().map(|(i, a)| a * (0.5 + 0.1 * i as f64)).sum()
+        v.iter()
+            .enumerate()
+            .map(|(i, a)| a * (0.5 + 0.1 * i as f64))
+            .sum()
     };
     let loss = (&y * &w).sum();
     loss.backward();
     mark_step().unwrap();
-    let got = xt.grad().unwrap_or_else(|| panic!("{name}: no gradient")).to_vec::<f64>().unwrap();
+    let got = xt
+        .grad()
+        .unwrap_or_else(|| panic!("{name}: no gradient"))
+        .to_vec::<f64>()
+        .unwrap();
     let eps = 1e-6;
     let numeric: Vec<f64> = (0..x.len())
         .map(|i| {
@@ -31,7 +40,10 @@ fn check(name: &str, x: &[f64], shape: &[usize], f: impl Fn(&Tensor) -> Tensor) 
             p[i] += eps;
             m[i] -= eps;
             let (fp, fm) = no_grad(|| {
-                (weigh(&f(&Tensor::from_vec(p, shape).unwrap())), weigh(&f(&Tensor::from_vec(m, shape).unwrap())))
+                (
+                    weigh(&f(&Tensor::from_vec(p, shape).unwrap())),
+                    weigh(&f(&Tensor::from_vec(m, shape).unwrap())),
+                )
             });
             (fp - fm) / (2.0 * eps)
         })

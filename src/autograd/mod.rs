@@ -71,7 +71,10 @@ impl Tensor {
     /// Sets whether this tensor is a leaf that accumulates gradients.
     pub fn set_requires_grad(&self, on: bool) {
         if on && !self.dtype().is_float() {
-            panic!("requires_grad: only float tensors can require gradients, this one is {}", self.dtype());
+            panic!(
+                "requires_grad: only float tensors can require gradients, this one is {}",
+                self.dtype()
+            );
         }
         self.inner.requires_grad.store(on, Ordering::Relaxed);
     }
@@ -98,7 +101,15 @@ impl Tensor {
             if n.requires_grad {
                 // A fresh node with the same op and inputs, not requiring grad.
                 Tensor::from_node(
-                    Node::new(n.op.clone(), n.inputs.clone(), n.size_deps.clone(), n.dtype, n.shape.clone(), n.data.clone(), false),
+                    Node::new(
+                        n.op.clone(),
+                        n.inputs.clone(),
+                        n.size_deps.clone(),
+                        n.dtype,
+                        n.shape.clone(),
+                        n.data.clone(),
+                        false,
+                    ),
                     self.device(),
                 )
             } else {
@@ -127,9 +138,14 @@ impl Tensor {
         }
         let device = self.device().clone();
         no_grad(|| {
-            let order = topo_order(std::slice::from_ref(&root), |n| n.grad_leaf.is_some() || !n.requires_grad);
+            let order = topo_order(std::slice::from_ref(&root), |n| {
+                n.grad_leaf.is_some() || !n.requires_grad
+            });
             let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
-            grads.insert(Arc::as_ptr(&root), Tensor::from_node(root.clone(), &device).ones_like());
+            grads.insert(
+                Arc::as_ptr(&root),
+                Tensor::from_node(root.clone(), &device).ones_like(),
+            );
             for n in order.iter().rev() {
                 let Some(g) = grads.remove(&Arc::as_ptr(n)) else {
                     continue;
@@ -146,7 +162,11 @@ impl Tensor {
                     }
                     continue;
                 }
-                let inputs: Vec<Tensor> = n.inputs.iter().map(|i| Tensor::from_node(i.clone(), &device)).collect();
+                let inputs: Vec<Tensor> = n
+                    .inputs
+                    .iter()
+                    .map(|i| Tensor::from_node(i.clone(), &device))
+                    .collect();
                 let out = Tensor::from_node(n.clone(), &device);
                 let input_grads = rules::input_grads(&n.op, &inputs, &out, &g);
                 for ((input, node), ig) in inputs.iter().zip(&n.inputs).zip(input_grads) {
@@ -154,7 +174,12 @@ impl Tensor {
                     if !node.requires_grad {
                         continue;
                     }
-                    debug_assert_eq!(ig.shape_exprs(), input.shape_exprs(), "gradient of {} has the wrong shape", n.op.name());
+                    debug_assert_eq!(
+                        ig.shape_exprs(),
+                        input.shape_exprs(),
+                        "gradient of {} has the wrong shape",
+                        n.op.name()
+                    );
                     let key = Arc::as_ptr(node);
                     let total = match grads.remove(&key) {
                         Some(old) => &old + &ig,

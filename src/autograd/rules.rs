@@ -44,13 +44,23 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 BinaryOp::Pow => {
                     let da = g * &(c * &a.pow_tensor(&(c - 1.0)));
                     // d/dc a^c = a^c ln a, defined as 0 where a == 0 (as PyTorch).
-                    let dc = a.eq_scalar(0.0).where_cond(&g.zeros_like(), &(g * &(out * &a.log())));
+                    let dc = a
+                        .eq_scalar(0.0)
+                        .where_cond(&g.zeros_like(), &(g * &(out * &a.log())));
                     (da, dc)
                 }
                 BinaryOp::Max | BinaryOp::Min => {
                     // The larger (smaller) operand takes the gradient; ties split it.
-                    let wins = if *b == BinaryOp::Max { a.gt(c) } else { a.lt(c) };
-                    let loses = if *b == BinaryOp::Max { a.lt(c) } else { a.gt(c) };
+                    let wins = if *b == BinaryOp::Max {
+                        a.gt(c)
+                    } else {
+                        a.lt(c)
+                    };
+                    let loses = if *b == BinaryOp::Max {
+                        a.lt(c)
+                    } else {
+                        a.gt(c)
+                    };
                     let half = g * 0.5;
                     let zero = g.zeros_like();
                     let da = wins.where_cond(g, &a.eq(c).where_cond(&half, &zero));
@@ -65,7 +75,11 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::Compare(_) => vec![None, None],
         Op::Select => {
             let (c, zero) = (&x[0], g.zeros_like());
-            vec![None, Some(c.where_cond(g, &zero)), Some(c.where_cond(&zero, g))]
+            vec![
+                None,
+                Some(c.where_cond(g, &zero)),
+                Some(c.where_cond(&zero, g)),
+            ]
         }
         Op::Convert(_) => {
             let a = &x[0];
@@ -139,7 +153,10 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::ArgReduce { .. } => vec![None],
         Op::MatMul => {
             let (a, b) = (&x[0], &x[1]);
-            vec![Some(g.matmul(&b.transpose(-1, -2))), Some(a.transpose(-1, -2).matmul(g))]
+            vec![
+                Some(g.matmul(&b.transpose(-1, -2))),
+                Some(a.transpose(-1, -2).matmul(g)),
+            ]
         }
         Op::IndexSelect { dim } => vec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
         Op::Gather { dim } => vec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
@@ -168,7 +185,11 @@ fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Te
         }
     }
     summed.sort_unstable();
-    let reduced = if summed.is_empty() { g.clone() } else { g.sum_dims(&summed, false) };
+    let reduced = if summed.is_empty() {
+        g.clone()
+    } else {
+        g.sum_dims(&summed, false)
+    };
     reduced.reshape_exprs(input, &[a])
 }
 
@@ -184,9 +205,16 @@ impl Tensor {
             .shape_exprs()
             .iter()
             .enumerate()
-            .map(|(i, e)| if dims.contains(&i) { SizeExpr::constant(1) } else { e.clone() })
+            .map(|(i, e)| {
+                if dims.contains(&i) {
+                    SizeExpr::constant(1)
+                } else {
+                    e.clone()
+                }
+            })
             .collect();
-        self.reshape_exprs(keep, &[a]).broadcast_to(&a.shape_exprs(), &[a])
+        self.reshape_exprs(keep, &[a])
+            .broadcast_to(&a.shape_exprs(), &[a])
     }
 
     /// Zeros of `shape` (whose variables this tensor's graph defines).
@@ -202,7 +230,8 @@ impl Tensor {
         if self.device().same(other.device()) {
             self
         } else {
-            self.to_device(other.device()).unwrap_or_else(|e| panic!("{e}"))
+            self.to_device(other.device())
+                .unwrap_or_else(|e| panic!("{e}"))
         }
     }
 }
@@ -210,5 +239,6 @@ impl Tensor {
 /// A size as an I64 scalar tensor on `like`'s device.
 fn size_tensor(s: &SymInt, like: &Tensor) -> Tensor {
     let deps = crate::tensor::size_deps_for(std::slice::from_ref(&s.expr), &s.anchors);
-    Tensor::try_apply_on(Op::SizeOf(s.expr.clone()), &[], deps, like.device()).unwrap_or_else(|e| panic!("{e}"))
+    Tensor::try_apply_on(Op::SizeOf(s.expr.clone()), &[], deps, like.device())
+        .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -18,7 +18,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         if inputs.len() == n {
             Ok(())
         } else {
-            Err(Error::internal(name, format!("expected {n} operands, got {}", inputs.len())))
+            Err(Error::internal(
+                name,
+                format!("expected {n} operands, got {}", inputs.len()),
+            ))
         }
     };
     match op {
@@ -42,7 +45,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         Op::RandomUniform { dtype, shape } => {
             arity(1)?;
             if !dtype.is_float() {
-                return Err(Error::dtype(name, format!("needs a float dtype, got {dtype}")));
+                return Err(Error::dtype(
+                    name,
+                    format!("needs a float dtype, got {dtype}"),
+                ));
             }
             let seed = &inputs[0];
             if seed.dtype != DType::I64 || !seed.shape.is_empty() {
@@ -71,7 +77,11 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             if !ok {
                 return Err(Error::dtype(
                     name,
-                    format!("does not accept dtype {} (shape {}); convert with to_dtype first", x.dtype, shape_string(&x.shape)),
+                    format!(
+                        "does not accept dtype {} (shape {}); convert with to_dtype first",
+                        x.dtype,
+                        shape_string(&x.shape)
+                    ),
                 ));
             }
             Ok((x.dtype, x.shape.clone()))
@@ -92,7 +102,13 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                 | BinaryOp::Rem => x.dtype != DType::Bool,
             };
             if !ok {
-                return Err(Error::dtype(name, format!("does not accept dtype {}; convert with to_dtype first", x.dtype)));
+                return Err(Error::dtype(
+                    name,
+                    format!(
+                        "does not accept dtype {}; convert with to_dtype first",
+                        x.dtype
+                    ),
+                ));
             }
             same_shape(name, x, y)?;
             Ok((x.dtype, x.shape.clone()))
@@ -108,7 +124,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             arity(3)?;
             let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
             if c.dtype != DType::Bool {
-                return Err(Error::dtype(name, format!("the condition must be bool, got {}", c.dtype)));
+                return Err(Error::dtype(
+                    name,
+                    format!("the condition must be bool, got {}", c.dtype),
+                ));
             }
             same_dtype(name, t, f)?;
             same_shape(name, c, t)?;
@@ -122,8 +141,18 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         Op::Broadcast { shape, dims } => {
             arity(1)?;
             let x = &inputs[0];
-            if dims.len() != x.shape.len() || dims.windows(2).any(|w| w[0] >= w[1]) || dims.iter().any(|&d| d >= shape.len()) {
-                return Err(Error::internal(name, format!("bad dims {dims:?} for {} -> {}", shape_string(&x.shape), shape_string(shape))));
+            if dims.len() != x.shape.len()
+                || dims.windows(2).any(|w| w[0] >= w[1])
+                || dims.iter().any(|&d| d >= shape.len())
+            {
+                return Err(Error::internal(
+                    name,
+                    format!(
+                        "bad dims {dims:?} for {} -> {}",
+                        shape_string(&x.shape),
+                        shape_string(shape)
+                    ),
+                ));
             }
             for (i, &d) in dims.iter().enumerate() {
                 let (from, to) = (&x.shape[i], &shape[d]);
@@ -139,7 +168,11 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             if numel(&x.shape) != numel(shape) {
                 return Err(Error::shape(
                     name,
-                    format!("cannot reshape {} into {}: the element counts differ", shape_string(&x.shape), shape_string(shape)),
+                    format!(
+                        "cannot reshape {} into {}: the element counts differ",
+                        shape_string(&x.shape),
+                        shape_string(shape)
+                    ),
                 ));
             }
             if shape.iter().filter(|d| d.as_const().is_none()).count() > 1 {
@@ -159,7 +192,13 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             let mut sorted = perm.clone();
             sorted.sort_unstable();
             if sorted != (0..x.shape.len()).collect::<Vec<_>>() {
-                return Err(Error::shape(name, format!("{perm:?} is not a permutation of the dims of {}", shape_string(&x.shape))));
+                return Err(Error::shape(
+                    name,
+                    format!(
+                        "{perm:?} is not a permutation of the dims of {}",
+                        shape_string(&x.shape)
+                    ),
+                ));
             }
             Ok((x.dtype, perm.iter().map(|&p| x.shape[p].clone()).collect()))
         }
@@ -169,12 +208,19 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             check_dim(name, *dim, &x.shape)?;
             let size = &x.shape[*dim];
             let Some(n) = size.as_const() else {
-                return Err(Error::DynamicUnsupported { op: "narrow", dim: *dim, shape: shape_string(&x.shape) });
+                return Err(Error::DynamicUnsupported {
+                    op: "narrow",
+                    dim: *dim,
+                    shape: shape_string(&x.shape),
+                });
             };
             if start + len > n as usize {
                 return Err(Error::shape(
                     "narrow",
-                    format!("start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})", shape_string(&x.shape)),
+                    format!(
+                        "start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})",
+                        shape_string(&x.shape)
+                    ),
                 ));
             }
             let mut out = x.shape.clone();
@@ -182,7 +228,9 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             Ok((x.dtype, out))
         }
         Op::Concat { dim } => {
-            let first = inputs.first().ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
+            let first = inputs
+                .first()
+                .ok_or_else(|| Error::invalid("cat", "needs at least one tensor"))?;
             check_dim("cat", *dim, &first.shape)?;
             let mut total = SizeExpr::constant(0);
             for x in inputs.iter() {
@@ -190,12 +238,22 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                 if x.shape.len() != first.shape.len() {
                     return Err(Error::shape(
                         "cat",
-                        format!("all tensors need the same rank; got {} and {}", shape_string(&first.shape), shape_string(&x.shape)),
+                        format!(
+                            "all tensors need the same rank; got {} and {}",
+                            shape_string(&first.shape),
+                            shape_string(&x.shape)
+                        ),
                     ));
                 }
                 for d in 0..x.shape.len() {
                     if d != *dim && x.shape[d] != first.shape[d] {
-                        return Err(size_mismatch("cat", &first.shape[d], &x.shape[d], &first.shape, &x.shape));
+                        return Err(size_mismatch(
+                            "cat",
+                            &first.shape[d],
+                            &x.shape[d],
+                            &first.shape,
+                            &x.shape,
+                        ));
                     }
                 }
                 total = total.add(&x.shape[*dim]);
@@ -207,7 +265,13 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         Op::PadToBound { .. } => {
             arity(1)?;
             let x = &inputs[0];
-            Ok((x.dtype, x.shape.iter().map(|d| SizeExpr::constant(d.hi().max(0))).collect()))
+            Ok((
+                x.dtype,
+                x.shape
+                    .iter()
+                    .map(|d| SizeExpr::constant(d.hi().max(0)))
+                    .collect(),
+            ))
         }
         Op::Reduce { dims, .. } => {
             arity(1)?;
@@ -216,12 +280,21 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                 check_dim(name, d, &x.shape)?;
             }
             if dims.windows(2).any(|w| w[0] >= w[1]) {
-                return Err(Error::internal(name, format!("dims {dims:?} must be sorted and distinct")));
+                return Err(Error::internal(
+                    name,
+                    format!("dims {dims:?} must be sorted and distinct"),
+                ));
             }
             if x.dtype == DType::Bool {
-                return Err(Error::dtype(name, "cannot reduce bool tensors; convert with to_dtype first"));
+                return Err(Error::dtype(
+                    name,
+                    "cannot reduce bool tensors; convert with to_dtype first",
+                ));
             }
-            let out = (0..x.shape.len()).filter(|d| !dims.contains(d)).map(|d| x.shape[d].clone()).collect();
+            let out = (0..x.shape.len())
+                .filter(|d| !dims.contains(d))
+                .map(|d| x.shape[d].clone())
+                .collect();
             Ok((x.dtype, out))
         }
         Op::ArgReduce { dim, .. } => {
@@ -229,7 +302,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             let x = &inputs[0];
             check_dim(name, *dim, &x.shape)?;
             if x.dtype == DType::Bool {
-                return Err(Error::dtype(name, "cannot reduce bool tensors; convert with to_dtype first"));
+                return Err(Error::dtype(
+                    name,
+                    "cannot reduce bool tensors; convert with to_dtype first",
+                ));
             }
             let mut out = x.shape.clone();
             out.remove(*dim);
@@ -241,18 +317,36 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             same_dtype("matmul", a, b)?;
             let r = a.shape.len();
             if r < 2 || b.shape.len() != r {
-                return Err(Error::internal("matmul", format!("ranks {} and {}", a.shape.len(), b.shape.len())));
+                return Err(Error::internal(
+                    "matmul",
+                    format!("ranks {} and {}", a.shape.len(), b.shape.len()),
+                ));
             }
             if a.dtype == DType::Bool {
-                return Err(Error::dtype("matmul", "bool operands are not supported; convert with to_dtype first"));
+                return Err(Error::dtype(
+                    "matmul",
+                    "bool operands are not supported; convert with to_dtype first",
+                ));
             }
             for d in 0..r - 2 {
                 if a.shape[d] != b.shape[d] {
-                    return Err(size_mismatch("matmul", &a.shape[d], &b.shape[d], &a.shape, &b.shape));
+                    return Err(size_mismatch(
+                        "matmul",
+                        &a.shape[d],
+                        &b.shape[d],
+                        &a.shape,
+                        &b.shape,
+                    ));
                 }
             }
             if a.shape[r - 1] != b.shape[r - 2] {
-                return Err(size_mismatch("matmul", &a.shape[r - 1], &b.shape[r - 2], &a.shape, &b.shape));
+                return Err(size_mismatch(
+                    "matmul",
+                    &a.shape[r - 1],
+                    &b.shape[r - 2],
+                    &a.shape,
+                    &b.shape,
+                ));
             }
             let mut out = a.shape[..r - 1].to_vec();
             out.push(b.shape[r - 1].clone());
@@ -264,7 +358,13 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             check_dim("index_select", *dim, &x.shape)?;
             index_dtype("index_select", idx)?;
             if idx.shape.len() != 1 {
-                return Err(Error::shape("index_select", format!("the index must be 1-D, got shape {}", shape_string(&idx.shape))));
+                return Err(Error::shape(
+                    "index_select",
+                    format!(
+                        "the index must be 1-D, got shape {}",
+                        shape_string(&idx.shape)
+                    ),
+                ));
             }
             let mut out = x.shape.clone();
             out[*dim] = idx.shape[0].clone();
@@ -278,12 +378,22 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             if idx.shape.len() != x.shape.len() {
                 return Err(Error::shape(
                     "gather",
-                    format!("the index {} must have the rank of the input {}", shape_string(&idx.shape), shape_string(&x.shape)),
+                    format!(
+                        "the index {} must have the rank of the input {}",
+                        shape_string(&idx.shape),
+                        shape_string(&x.shape)
+                    ),
                 ));
             }
             for d in 0..x.shape.len() {
                 if d != *dim && idx.shape[d] != x.shape[d] {
-                    return Err(size_mismatch("gather", &x.shape[d], &idx.shape[d], &x.shape, &idx.shape));
+                    return Err(size_mismatch(
+                        "gather",
+                        &x.shape[d],
+                        &idx.shape[d],
+                        &x.shape,
+                        &idx.shape,
+                    ));
                 }
             }
             Ok((x.dtype, idx.shape.clone()))
@@ -295,7 +405,11 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             index_dtype("index_add", idx)?;
             same_dtype("index_add", base, src)?;
             let mut expect = base.shape.clone();
-            expect[*dim] = idx.shape.first().cloned().unwrap_or_else(|| SizeExpr::constant(1));
+            expect[*dim] = idx
+                .shape
+                .first()
+                .cloned()
+                .unwrap_or_else(|| SizeExpr::constant(1));
             if idx.shape.len() != 1 || expect != src.shape {
                 return Err(Error::shape(
                     "index_add",
@@ -317,7 +431,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             same_dtype("scatter_add", base, src)?;
             same_shape("scatter_add", idx, src)?;
             if idx.shape.len() != base.shape.len() {
-                return Err(Error::shape("scatter_add", "index and base need the same rank"));
+                return Err(Error::shape(
+                    "scatter_add",
+                    "index and base need the same rank",
+                ));
             }
             Ok((base.dtype, base.shape.clone()))
         }
@@ -338,13 +455,19 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             arity(1)?;
             let x = &inputs[0];
             let n = VarRef::fresh(0, bound_numel(&x.shape));
-            Ok((DType::I64, vec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)]))
+            Ok((
+                DType::I64,
+                vec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)],
+            ))
         }
         Op::MaskedSelect => {
             arity(2)?;
             let (x, mask) = (&inputs[0], &inputs[1]);
             if mask.dtype != DType::Bool {
-                return Err(Error::dtype("masked_select", format!("the mask must be bool, got {}", mask.dtype)));
+                return Err(Error::dtype(
+                    "masked_select",
+                    format!("the mask must be bool, got {}", mask.dtype),
+                ));
             }
             same_shape("masked_select", x, mask)?;
             let n = VarRef::fresh(0, bound_numel(&x.shape));
@@ -354,7 +477,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             arity(1)?;
             let x = &inputs[0];
             if x.dtype == DType::Bool {
-                return Err(Error::dtype("unique", "bool tensors are not supported; convert with to_dtype first"));
+                return Err(Error::dtype(
+                    "unique",
+                    "bool tensors are not supported; convert with to_dtype first",
+                ));
             }
             let total = bound_numel(&x.shape);
             let lo = if min_numel(&x.shape) > 0 { 1 } else { 0 };
@@ -369,7 +495,9 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
 }
 
 fn numel(shape: &[SizeExpr]) -> SizeExpr {
-    shape.iter().fold(SizeExpr::constant(1), |acc, d| acc.mul(d))
+    shape
+        .iter()
+        .fold(SizeExpr::constant(1), |acc, d| acc.mul(d))
 }
 
 fn bound_numel(shape: &[SizeExpr]) -> i64 {
@@ -408,7 +536,10 @@ fn index_dtype(op: &'static str, idx: &Node) -> Result<()> {
     if idx.dtype.is_int() {
         Ok(())
     } else {
-        Err(Error::dtype(op, format!("the index must be i32 or i64, got {}", idx.dtype)))
+        Err(Error::dtype(
+            op,
+            format!("the index must be i32 or i64, got {}", idx.dtype),
+        ))
     }
 }
 
@@ -416,7 +547,13 @@ fn same_dtype(op: &'static str, a: &Node, b: &Node) -> Result<()> {
     if a.dtype == b.dtype {
         Ok(())
     } else {
-        Err(Error::dtype(op, format!("operand dtypes differ: {} and {}; convert one with to_dtype", a.dtype, b.dtype)))
+        Err(Error::dtype(
+            op,
+            format!(
+                "operand dtypes differ: {} and {}; convert one with to_dtype",
+                a.dtype, b.dtype
+            ),
+        ))
     }
 }
 
@@ -425,7 +562,11 @@ pub(crate) fn same_shape(op: &'static str, a: &Node, b: &Node) -> Result<()> {
     if a.shape.len() != b.shape.len() {
         return Err(Error::shape(
             op,
-            format!("operand shapes {} and {} have different ranks", shape_string(&a.shape), shape_string(&b.shape)),
+            format!(
+                "operand shapes {} and {} have different ranks",
+                shape_string(&a.shape),
+                shape_string(&b.shape)
+            ),
         ));
     }
     for (x, y) in a.shape.iter().zip(&b.shape) {
@@ -438,11 +579,21 @@ pub(crate) fn same_shape(op: &'static str, a: &Node, b: &Node) -> Result<()> {
 
 /// The error for two sizes that must be equal and are not (or cannot be
 /// proven to be).
-pub(crate) fn size_mismatch(op: &'static str, x: &SizeExpr, y: &SizeExpr, xs: &[SizeExpr], ys: &[SizeExpr]) -> Error {
+pub(crate) fn size_mismatch(
+    op: &'static str,
+    x: &SizeExpr,
+    y: &SizeExpr,
+    xs: &[SizeExpr],
+    ys: &[SizeExpr],
+) -> Error {
     if x.as_const().is_some() && y.as_const().is_some() {
         Error::shape(
             op,
-            format!("sizes {x} and {y} do not match (operand shapes {} and {})", shape_string(xs), shape_string(ys)),
+            format!(
+                "sizes {x} and {y} do not match (operand shapes {} and {})",
+                shape_string(xs),
+                shape_string(ys)
+            ),
         )
     } else {
         let describe = |e: &SizeExpr| match e.as_const() {

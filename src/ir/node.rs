@@ -4,10 +4,10 @@ use super::op::Op;
 use crate::dtype::DType;
 use crate::runtime::device_data::DeviceData;
 use crate::symint::SizeExpr;
+use crate::tensor::TensorInner;
 use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use crate::tensor::TensorInner;
 use std::sync::{Arc, Weak};
 
 static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
@@ -83,7 +83,9 @@ impl Node {
 
     /// True when this node is the gradient leaf of `t`.
     pub(crate) fn is_leaf_of(&self, t: &Arc<TensorInner>) -> bool {
-        self.grad_leaf.as_ref().is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(t)))
+        self.grad_leaf
+            .as_ref()
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(t)))
     }
 
     /// True when any dimension is data-dependent.
@@ -107,7 +109,11 @@ impl Drop for Node {
     /// pending ops cannot overflow the stack.
     fn drop(&mut self) {
         LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        let mut stack: Vec<Arc<Node>> = self.inputs.drain(..).chain(self.size_deps.drain(..)).collect();
+        let mut stack: Vec<Arc<Node>> = self
+            .inputs
+            .drain(..)
+            .chain(self.size_deps.drain(..))
+            .collect();
         while let Some(n) = stack.pop() {
             if let Some(mut inner) = Arc::into_inner(n) {
                 stack.extend(inner.inputs.drain(..));
@@ -137,7 +143,8 @@ pub(crate) fn topo_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> V
     let mut order = Vec::new();
     let mut seen: HashSet<*const Node> = HashSet::new();
     // (node, whether its deps were already pushed)
-    let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    let mut stack: Vec<(Arc<Node>, bool)> =
+        roots.iter().rev().map(|r| (r.clone(), false)).collect();
     while let Some((n, expanded)) = stack.pop() {
         let key = Arc::as_ptr(&n);
         if expanded {

@@ -97,8 +97,13 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Reduce { dims, .. } => format!("dims={dims:?}"),
         Op::ArgReduce { dim, .. } => format!("dim={dim}"),
         Op::MatMul => String::new(),
-        Op::IndexSelect { dim } | Op::Gather { dim } | Op::IndexAdd { dim } | Op::ScatterAdd { dim } => format!("dim={dim}"),
-        Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => String::new(),
+        Op::IndexSelect { dim }
+        | Op::Gather { dim }
+        | Op::IndexAdd { dim }
+        | Op::ScatterAdd { dim } => format!("dim={dim}"),
+        Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => {
+            String::new()
+        }
     };
     if body.is_empty() {
         body
@@ -149,11 +154,22 @@ pub(crate) fn print_program(p: &Program) -> String {
         // dynamic operands with a static result end one.
         let new_vars: Vec<u64> = names.vars[known_before..].to_vec();
         let introduces = !new_vars.is_empty();
-        let dynamic_in = n.inputs.iter().any(|&j| p.nodes[j].shape.iter().any(|e| e.as_const().is_none()));
+        let dynamic_in = n
+            .inputs
+            .iter()
+            .any(|&j| p.nodes[j].shape.iter().any(|e| e.as_const().is_none()));
         let static_out = n.shape.iter().all(|e| e.as_const().is_some());
         if introduces {
-            let vars: Vec<VarRef> = n.shape.iter().flat_map(|e| e.vars()).filter(|v| new_vars.contains(&v.0.id)).collect();
-            let desc: Vec<String> = vars.iter().map(|v| format!("{} in [{}, {}]", names.var(v), v.0.lo, v.0.hi)).collect();
+            let vars: Vec<VarRef> = n
+                .shape
+                .iter()
+                .flat_map(|e| e.vars())
+                .filter(|v| new_vars.contains(&v.0.id))
+                .collect();
+            let desc: Vec<String> = vars
+                .iter()
+                .map(|v| format!("{} in [{}, {}]", names.var(v), v.0.lo, v.0.hi))
+                .collect();
             let _ = write!(line, "    # zone start: {}", desc.join(", "));
         } else if dynamic_in && static_out {
             line.push_str("    # zone end");
@@ -163,7 +179,11 @@ pub(crate) fn print_program(p: &Program) -> String {
     let outs: Vec<&str> = p.outputs.iter().map(|&o| name[o].as_str()).collect();
     let mut ret = format!("  return {}", outs.join(", "));
     if !p.size_outputs.is_empty() {
-        let sizes: Vec<String> = p.size_outputs.iter().map(|&k| names.var(&p.vars[k].var)).collect();
+        let sizes: Vec<String> = p
+            .size_outputs
+            .iter()
+            .map(|&k| names.var(&p.vars[k].var))
+            .collect();
         let _ = write!(ret, "; sizes {}", sizes.join(", "));
     }
     let _ = writeln!(out, "{ret}");

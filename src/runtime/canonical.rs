@@ -39,7 +39,9 @@ impl Traced {
 /// its output shape).
 fn op_size_args(op: &Op) -> Vec<&SizeExpr> {
     match op {
-        Op::Iota { shape, .. } | Op::Broadcast { shape, .. } | Op::Reshape { shape } => shape.iter().collect(),
+        Op::Iota { shape, .. } | Op::Broadcast { shape, .. } | Op::Reshape { shape } => {
+            shape.iter().collect()
+        }
         Op::SizeOf(e) => vec![e],
         _ => Vec::new(),
     }
@@ -55,10 +57,18 @@ fn size_arg(cell: &SizeCell) -> SizeArg {
 
 /// Builds the canonical program computing `roots` and the values of
 /// `size_requests`; `include` adds nodes that define requested sizes.
-pub(crate) fn trace(roots: &[Arc<Node>], include: &[Arc<Node>], size_requests: &[VarRef]) -> Result<Traced> {
+pub(crate) fn trace(
+    roots: &[Arc<Node>],
+    include: &[Arc<Node>],
+    size_requests: &[VarRef],
+) -> Result<Traced> {
     let all: Vec<Arc<Node>> = roots.iter().chain(include).cloned().collect();
     let order = topo_order(&all, |_| false);
-    let index: HashMap<*const Node, usize> = order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)).collect();
+    let index: HashMap<*const Node, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (Arc::as_ptr(n), i))
+        .collect();
 
     let mut nodes = Vec::with_capacity(order.len());
     let mut params = Vec::new();
@@ -68,23 +78,33 @@ pub(crate) fn trace(roots: &[Arc<Node>], include: &[Arc<Node>], size_requests: &
     // Where each variable can be read, among nodes already placed.
     let mut defined: HashMap<u64, VarSource> = HashMap::new();
 
-    let mut need = |v: &VarRef, defined: &HashMap<u64, VarSource>, vars: &mut Vec<VarInfo>| -> Result<()> {
-        if vars.iter().any(|i| &i.var == v) {
-            return Ok(());
-        }
-        let source = match defined.get(&v.0.id) {
-            Some(s) => s.clone(),
-            None => {
-                let cell = v.0.cell.get().ok_or_else(|| {
-                    Error::internal("trace", format!("size variable s{} is neither computed nor defined in the program", v.0.id))
-                })?;
-                var_args.push(size_arg(cell));
-                VarSource::Arg(var_args.len() - 1)
+    let mut need =
+        |v: &VarRef, defined: &HashMap<u64, VarSource>, vars: &mut Vec<VarInfo>| -> Result<()> {
+            if vars.iter().any(|i| &i.var == v) {
+                return Ok(());
             }
+            let source = match defined.get(&v.0.id) {
+                Some(s) => s.clone(),
+                None => {
+                    let cell = v.0.cell.get().ok_or_else(|| {
+                        Error::internal(
+                            "trace",
+                            format!(
+                                "size variable s{} is neither computed nor defined in the program",
+                                v.0.id
+                            ),
+                        )
+                    })?;
+                    var_args.push(size_arg(cell));
+                    VarSource::Arg(var_args.len() - 1)
+                }
+            };
+            vars.push(VarInfo {
+                var: v.clone(),
+                source,
+            });
+            Ok(())
         };
-        vars.push(VarInfo { var: v.clone(), source });
-        Ok(())
-    };
 
     for (i, n) in order.iter().enumerate() {
         for e in op_size_args(&n.op) {
@@ -102,7 +122,9 @@ pub(crate) fn trace(roots: &[Arc<Node>], include: &[Arc<Node>], size_requests: &
         }
         for (d, e) in n.shape.iter().enumerate() {
             if let Some(v) = e.as_var() {
-                defined.entry(v.0.id).or_insert(VarSource::Dim { node: i, dim: d });
+                defined
+                    .entry(v.0.id)
+                    .or_insert(VarSource::Dim { node: i, dim: d });
             }
         }
         nodes.push(PNode {

@@ -28,13 +28,22 @@ pub(crate) struct DeviceData {
 
 impl std::fmt::Debug for DeviceData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceData({}, uploaded={})", self.device, self.buffer.get().is_some())
+        write!(
+            f,
+            "DeviceData({}, uploaded={})",
+            self.device,
+            self.buffer.get().is_some()
+        )
     }
 }
 
 impl DeviceData {
     /// Data already on the device (a program's result).
-    pub fn on_device(device: Device, buffer: BufferRef, sizes: Vec<Option<Arc<SizeCell>>>) -> DeviceData {
+    pub fn on_device(
+        device: Device,
+        buffer: BufferRef,
+        sizes: Vec<Option<Arc<SizeCell>>>,
+    ) -> DeviceData {
         let cell = OnceLock::new();
         let _ = cell.set(buffer);
         DeviceData {
@@ -46,7 +55,12 @@ impl DeviceData {
     }
 
     /// Host data to be uploaded into a buffer of shape `bound` on first use.
-    pub fn from_host(device: Device, host: Arc<HostArray>, bound: Vec<usize>, sizes: Vec<Option<Arc<SizeCell>>>) -> DeviceData {
+    pub fn from_host(
+        device: Device,
+        host: Arc<HostArray>,
+        bound: Vec<usize>,
+        sizes: Vec<Option<Arc<SizeCell>>>,
+    ) -> DeviceData {
         DeviceData {
             device,
             buffer: OnceLock::new(),
@@ -64,9 +78,9 @@ impl DeviceData {
         if let Some(b) = self.buffer.get() {
             return Ok(b.clone());
         }
-        let (host, bound) = pending
-            .as_ref()
-            .ok_or_else(|| crate::Error::internal("upload", "data with neither a buffer nor host data"))?;
+        let (host, bound) = pending.as_ref().ok_or_else(|| {
+            crate::Error::internal("upload", "data with neither a buffer nor host data")
+        })?;
         let b = self.device.backend().upload(host, bound)?;
         metrics::inc("TransferToDevice");
         let _ = self.buffer.set(b.clone());

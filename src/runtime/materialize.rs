@@ -30,13 +30,22 @@ pub(crate) fn materialize_all(sizes: &[SymInt]) -> Result<Vec<i64>> {
             }
         }
     }
-    let all_known = vars.iter().all(|v| v.0.cell.get().is_some_and(|c| c.known().is_some()));
+    let all_known = vars
+        .iter()
+        .all(|v| v.0.cell.get().is_some_and(|c| c.known().is_some()));
     if !all_known {
         metrics::inc("SizeMaterialization");
-        let pending: Vec<VarRef> = vars.iter().filter(|v| v.0.cell.get().is_none()).cloned().collect();
+        let pending: Vec<VarRef> = vars
+            .iter()
+            .filter(|v| v.0.cell.get().is_none())
+            .cloned()
+            .collect();
         if !pending.is_empty() {
             if anchors.is_empty() {
-                return Err(Error::internal("materialize", "a pending size without the graph that computes it"));
+                return Err(Error::internal(
+                    "materialize",
+                    "a pending size without the graph that computes it",
+                ));
             }
             let device = anchor_device(&anchors).unwrap_or_default();
             sync::compute_sizes(&device, &anchors, &pending)?;
@@ -44,15 +53,29 @@ pub(crate) fn materialize_all(sizes: &[SymInt]) -> Result<Vec<i64>> {
     }
     let mut values = Vec::with_capacity(vars.len());
     for v in &vars {
-        let cell = v.0.cell.get().ok_or_else(|| Error::internal("materialize", "size was not computed"))?;
+        let cell =
+            v.0.cell
+                .get()
+                .ok_or_else(|| Error::internal("materialize", "size was not computed"))?;
         values.push((v.0.id, cell.get()?));
     }
-    let lookup = |v: &VarRef| values.iter().find(|(id, _)| *id == v.0.id).map(|(_, x)| *x).unwrap_or(0);
-    Ok(sizes.iter().map(|s| s.expr.eval(&mut |v| lookup(v))).collect())
+    let lookup = |v: &VarRef| {
+        values
+            .iter()
+            .find(|(id, _)| *id == v.0.id)
+            .map(|(_, x)| *x)
+            .unwrap_or(0)
+    };
+    Ok(sizes
+        .iter()
+        .map(|s| s.expr.eval(&mut |v| lookup(v)))
+        .collect())
 }
 
 /// The device of the data the anchors' graph reads.
 fn anchor_device(anchors: &[Arc<Node>]) -> Option<Device> {
     let order = crate::ir::node::topo_order(anchors, |_| false);
-    order.iter().find_map(|m| m.data.as_ref().map(|d| d.device.clone()))
+    order
+        .iter()
+        .find_map(|m| m.data.as_ref().map(|d| d.device.clone()))
 }

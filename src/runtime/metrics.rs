@@ -52,7 +52,11 @@ pub fn report() -> String {
     }
     out.push_str("  timers:\n");
     for (name, t) in &m.timers {
-        let mean = if t.count > 0 { t.total / t.count as u32 } else { Duration::ZERO };
+        let mean = if t.count > 0 {
+            t.total / t.count as u32
+        } else {
+            Duration::ZERO
+        };
         out.push_str(&format!(
             "    {name:<22} count={} total={:.3?} mean={:.3?} max={:.3?}\n",
             t.count, t.total, mean, t.max
@@ -63,7 +67,12 @@ pub fn report() -> String {
 
 /// The total time recorded by a timer.
 pub fn timer_total(name: &str) -> Duration {
-    METRICS.lock().timers.get(name).map(|t| t.total).unwrap_or_default()
+    METRICS
+        .lock()
+        .timers
+        .get(name)
+        .map(|t| t.total)
+        .unwrap_or_default()
 }
 
 pub(crate) fn inc(name: &'static str) {

@@ -77,6 +77,10 @@ impl Program {
 
     /// The position of each variable in `vars`, by variable id.
     pub fn var_positions(&self) -> std::collections::HashMap<u64, usize> {
-        self.vars.iter().enumerate().map(|(i, v)| (v.var.0.id, i)).collect()
+        self.vars
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.var.0.id, i))
+            .collect()
     }
 }

@@ -39,7 +39,11 @@ pub(crate) fn pending() -> Vec<Tensor> {
         r.tensors.retain(|w| w.strong_count() > 0);
         r.tensors.iter().filter_map(|w| w.upgrade()).collect()
     };
-    let mut out: Vec<Tensor> = upgraded.into_iter().map(Tensor::from_inner).filter(|t| t.is_pending()).collect();
+    let mut out: Vec<Tensor> = upgraded
+        .into_iter()
+        .map(Tensor::from_inner)
+        .filter(|t| t.is_pending())
+        .collect();
     out.sort_by_key(|t| t.id());
     out
 }

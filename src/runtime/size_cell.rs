@@ -53,10 +53,9 @@ impl SizeCell {
         if let Some(v) = *host {
             return Ok(v);
         }
-        let (buf, dev) = self
-            .device
-            .as_ref()
-            .ok_or_else(|| crate::Error::internal("size", "a size cell with neither a host nor a device value"))?;
+        let (buf, dev) = self.device.as_ref().ok_or_else(|| {
+            crate::Error::internal("size", "a size cell with neither a host nor a device value")
+        })?;
         let v = dev.backend().read_size(buf)?;
         *host = Some(v);
         Ok(v)

@@ -38,7 +38,11 @@ pub fn mark_step() -> crate::Result<()> {
         }
     }
     for d in devices {
-        let group: Vec<Tensor> = pending.iter().filter(|t| t.device().same(&d)).cloned().collect();
+        let group: Vec<Tensor> = pending
+            .iter()
+            .filter(|t| t.device().same(&d))
+            .cloned()
+            .collect();
         sync_tensors(&group)?;
     }
     Ok(())
@@ -99,7 +103,12 @@ fn bind(v: &VarRef, c: Arc<SizeCell>) {
 
 /// A data leaf holding a program's result for `root`, with the same dtype
 /// and shape; binds the size variables that the result's dims are.
-fn data_node(device: &Device, root: &Arc<Node>, buffer: crate::backend::BufferRef, sizes: Vec<SizeArg>) -> Arc<Node> {
+fn data_node(
+    device: &Device,
+    root: &Arc<Node>,
+    buffer: crate::backend::BufferRef,
+    sizes: Vec<SizeArg>,
+) -> Arc<Node> {
     let mut cells = Vec::with_capacity(root.shape.len());
     let mut dynamic = sizes.into_iter();
     for d in &root.shape {
@@ -131,7 +140,12 @@ fn data_node(device: &Device, root: &Arc<Node>, buffer: crate::backend::BufferRe
 /// Traces, compiles (or takes from the cache) and executes a program that
 /// returns `outputs` and the values of `size_requests`; `include` adds
 /// nodes that define requested sizes.
-fn run(device: &Device, outputs: &[Arc<Node>], include: &[Arc<Node>], size_requests: &[VarRef]) -> Result<ExecOutputs> {
+fn run(
+    device: &Device,
+    outputs: &[Arc<Node>],
+    include: &[Arc<Node>],
+    size_requests: &[VarRef],
+) -> Result<ExecOutputs> {
     let traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
     let key = (device.id(), traced.program.key());
     let exe = match cache::get(&key) {

@@ -197,13 +197,15 @@ impl SizeExpr {
     }
 
     /// The terms, for lowering: the constant and `(atom, coefficient)` pairs.
+    #[allow(dead_code)] // read by the PJRT lowering
     pub fn parts(&self) -> (i64, &[(Atom, i64)]) {
         (self.0.constant, &self.0.terms)
     }
 
     /// `self + other`.
     pub fn add(&self, other: &SizeExpr) -> SizeExpr {
-        let mut terms: Vec<(Atom, i64)> = Vec::with_capacity(self.0.terms.len() + other.0.terms.len());
+        let mut terms: Vec<(Atom, i64)> =
+            Vec::with_capacity(self.0.terms.len() + other.0.terms.len());
         let (mut i, mut j) = (0, 0);
         let (a, b) = (&self.0.terms, &other.0.terms);
         while i < a.len() || j < b.len() {
@@ -232,7 +234,12 @@ impl SizeExpr {
         if k == 0 {
             return SizeExpr::constant(0);
         }
-        let terms = self.0.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect();
+        let terms = self
+            .0
+            .terms
+            .iter()
+            .map(|(a, c)| (a.clone(), c * k))
+            .collect();
         SizeExpr::build(self.0.constant * k, terms)
     }
 
@@ -276,7 +283,12 @@ impl SizeExpr {
         if let Some(k) = other.as_const() {
             // Exact division of a linear form: `(6*s0 + 3) // 3 = 2*s0 + 1`.
             if self.0.constant % k == 0 && self.0.terms.iter().all(|(_, c)| c % k == 0) {
-                let terms = self.0.terms.iter().map(|(a, c)| (a.clone(), c / k)).collect();
+                let terms = self
+                    .0
+                    .terms
+                    .iter()
+                    .map(|(a, c)| (a.clone(), c / k))
+                    .collect();
                 return SizeExpr::build(self.0.constant / k, terms);
             }
         }
@@ -378,7 +390,11 @@ impl SizeExpr {
     }
 
     /// Formats with `name(v)` naming each variable.
-    pub fn fmt_with(&self, f: &mut dyn fmt::Write, name: &mut dyn FnMut(&VarRef) -> String) -> fmt::Result {
+    pub fn fmt_with(
+        &self,
+        f: &mut dyn fmt::Write,
+        name: &mut dyn FnMut(&VarRef) -> String,
+    ) -> fmt::Result {
         let l = &self.0;
         if l.terms.is_empty() {
             return write!(f, "{}", l.constant);
@@ -412,7 +428,13 @@ impl SizeExpr {
     }
 }
 
-fn bin(f: &mut dyn fmt::Write, name: &mut dyn FnMut(&VarRef) -> String, a: &SizeExpr, op: &str, b: &SizeExpr) -> fmt::Result {
+fn bin(
+    f: &mut dyn fmt::Write,
+    name: &mut dyn FnMut(&VarRef) -> String,
+    a: &SizeExpr,
+    op: &str,
+    b: &SizeExpr,
+) -> fmt::Result {
     f.write_str("(")?;
     a.fmt_with(f, name)?;
     write!(f, " {op} ")?;
@@ -420,7 +442,13 @@ fn bin(f: &mut dyn fmt::Write, name: &mut dyn FnMut(&VarRef) -> String, a: &Size
     f.write_str(")")
 }
 
-fn call(f: &mut dyn fmt::Write, name: &mut dyn FnMut(&VarRef) -> String, op: &str, a: &SizeExpr, b: &SizeExpr) -> fmt::Result {
+fn call(
+    f: &mut dyn fmt::Write,
+    name: &mut dyn FnMut(&VarRef) -> String,
+    op: &str,
+    a: &SizeExpr,
+    b: &SizeExpr,
+) -> fmt::Result {
     write!(f, "{op}(")?;
     a.fmt_with(f, name)?;
     f.write_str(", ")?;

@@ -129,7 +129,12 @@ impl SymInt {
         if let Some(c) = self.as_static() {
             return c.to_string();
         }
-        format!("{} in [{}, {}]", self.expr, self.lower_bound(), self.upper_bound())
+        format!(
+            "{} in [{}, {}]",
+            self.expr,
+            self.lower_bound(),
+            self.upper_bound()
+        )
     }
 }
 

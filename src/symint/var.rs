@@ -92,15 +92,15 @@ pub(crate) fn with_relative_numbering<R>(f: impl FnOnce() -> R) -> R {
 impl Hash for VarRef {
     fn hash<H: Hasher>(&self, state: &mut H) {
         let relative = NUMBERING.with(|n| {
-            n.borrow_mut().as_mut().map(|seen| {
-                match seen.iter().position(|&id| id == self.0.id) {
+            n.borrow_mut()
+                .as_mut()
+                .map(|seen| match seen.iter().position(|&id| id == self.0.id) {
                     Some(p) => p as u64,
                     None => {
                         seen.push(self.0.id);
                         (seen.len() - 1) as u64
                     }
-                }
-            })
+                })
         });
         match relative {
             Some(r) => r.hash(state),

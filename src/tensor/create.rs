@@ -26,7 +26,11 @@ impl Tensor {
     }
 
     /// [`from_vec`](Tensor::from_vec) on a chosen device.
-    pub fn from_vec_on<T: Element>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
+    pub fn from_vec_on<T: Element>(
+        data: Vec<T>,
+        shape: &[usize],
+        device: &Device,
+    ) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if data.len() != n {
             return Err(Error::invalid(
@@ -34,7 +38,8 @@ impl Tensor {
                 format!("{} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length", data.len()),
             ));
         }
-        let a = ArrayD::from_shape_vec(ndarray::IxDyn(shape), data).map_err(|e| Error::invalid("from_vec", e.to_string()))?;
+        let a = ArrayD::from_shape_vec(ndarray::IxDyn(shape), data)
+            .map_err(|e| Error::invalid("from_vec", e.to_string()))?;
         Tensor::from_host(T::into_host(a), device)
     }
 
@@ -53,13 +58,26 @@ impl Tensor {
     pub(crate) fn from_host(host: HostArray, device: &Device) -> Result<Tensor> {
         let shape: Vec<usize> = host.shape().to_vec();
         let dtype = host.dtype();
-        let exprs: Vec<SizeExpr> = shape.iter().map(|&s| SizeExpr::constant(s as i64)).collect();
-        let data = DeviceData::from_host(device.clone(), Arc::new(host), shape.clone(), vec![None; shape.len()]);
+        let exprs: Vec<SizeExpr> = shape
+            .iter()
+            .map(|&s| SizeExpr::constant(s as i64))
+            .collect();
+        let data = DeviceData::from_host(
+            device.clone(),
+            Arc::new(host),
+            shape.clone(),
+            vec![None; shape.len()],
+        );
         Ok(Tensor::data(device, dtype, exprs, data))
     }
 
     /// A tensor backed by device data.
-    pub(crate) fn data(device: &Device, dtype: DType, shape: Vec<SizeExpr>, data: DeviceData) -> Tensor {
+    pub(crate) fn data(
+        device: &Device,
+        dtype: DType,
+        shape: Vec<SizeExpr>,
+        data: DeviceData,
+    ) -> Tensor {
         let node = Node::new(
             Op::Data {
                 dtype,
@@ -77,7 +95,10 @@ impl Tensor {
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        let exprs: Vec<SizeExpr> = shape.iter().map(|&s| SizeExpr::constant(s as i64)).collect();
+        let exprs: Vec<SizeExpr> = shape
+            .iter()
+            .map(|&s| SizeExpr::constant(s as i64))
+            .collect();
         Tensor::full_sym(exprs, value, dtype, SmallVec::new(), &Device::default())
     }
 
@@ -114,12 +135,27 @@ impl Tensor {
         self.full_like(1.0)
     }
 
-    pub(crate) fn full_sym(shape: Vec<SizeExpr>, value: f64, dtype: DType, deps: SmallVec<[Arc<Node>; 1]>, device: &Device) -> Tensor {
+    pub(crate) fn full_sym(
+        shape: Vec<SizeExpr>,
+        value: f64,
+        dtype: DType,
+        deps: SmallVec<[Arc<Node>; 1]>,
+        device: &Device,
+    ) -> Tensor {
         let s = Tensor::scalar_op(value, dtype, device);
         if shape.is_empty() {
             return s;
         }
-        Tensor::try_apply_on(Op::Broadcast { shape, dims: vec![] }, &[&s], deps, device).unwrap_or_else(|e| panic!("{e}"))
+        Tensor::try_apply_on(
+            Op::Broadcast {
+                shape,
+                dims: vec![],
+            },
+            &[&s],
+            deps,
+            device,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// An inline scalar constant (part of the program, not a parameter).
@@ -226,7 +262,10 @@ impl<T: Element> From<ArrayD<T>> for Tensor {
     /// Uploads the array to the default device (panics if the device
     /// rejects it).
     fn from(a: ArrayD<T>) -> Tensor {
-        Tensor::from_host(T::into_host(a.as_standard_layout().into_owned()), &Device::default())
-            .unwrap_or_else(|e| panic!("{e}"))
+        Tensor::from_host(
+            T::into_host(a.as_standard_layout().into_owned()),
+            &Device::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 }

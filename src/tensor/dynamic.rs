@@ -30,8 +30,16 @@ impl Tensor {
     /// The elements where `mask` (broadcast with `self`) is true, in
     /// row-major order: shape `[<=numel]`.
     pub fn masked_select(&self, mask: &Tensor) -> Tensor {
-        let m = if mask.dtype() == DType::Bool { mask.clone() } else { mask.ne_scalar(0.0) };
-        let shape = super::elementwise::broadcast_shapes("masked_select", &self.shape_exprs(), &m.shape_exprs());
+        let m = if mask.dtype() == DType::Bool {
+            mask.clone()
+        } else {
+            mask.ne_scalar(0.0)
+        };
+        let shape = super::elementwise::broadcast_shapes(
+            "masked_select",
+            &self.shape_exprs(),
+            &m.shape_exprs(),
+        );
         let x = self.broadcast_to(&shape, &[&m]);
         let m = m.broadcast_to(&shape, &[self]);
         Tensor::apply(Op::MaskedSelect, &[&x, &m], SmallVec::new())
@@ -39,14 +47,22 @@ impl Tensor {
 
     /// The sorted distinct values of all elements: shape `[<=numel]`.
     pub fn unique(&self) -> Tensor {
-        let flat = if self.rank() == 1 { self.clone() } else { self.flatten() };
+        let flat = if self.rank() == 1 {
+            self.clone()
+        } else {
+            self.flatten()
+        };
         Tensor::apply(Op::Unique, &[&flat], SmallVec::new())
     }
 
     /// The sorted distinct values and how often each occurs (I64), both of
     /// the same dynamic size.
     pub fn unique_with_counts(&self) -> (Tensor, Tensor) {
-        let flat = if self.rank() == 1 { self.clone() } else { self.flatten() };
+        let flat = if self.rank() == 1 {
+            self.clone()
+        } else {
+            self.flatten()
+        };
         let u = Tensor::apply(Op::Unique, &[&flat], SmallVec::new());
         let c = Tensor::apply(Op::UniqueCounts, &[&flat, &u], SmallVec::new());
         (u, c)
@@ -73,13 +89,60 @@ impl Tensor {
 
     /// [`mark_dynamic`](Tensor::mark_dynamic) returning an error instead of
     /// panicking.
-    pub fn try_mark_dynamic(&self, dim: impl DimIndex, upper_bound: usize) -> crate::Result<Tensor> {
+    pub fn try_mark_dynamic(
+        &self,
+        dim: impl DimIndex,
+        upper_bound: usize,
+    ) -> crate::Result<Tensor> {
+        self.mark_dynamic_with(dim, upper_bound, None)
+    }
+
+    /// Declares dimension `dim` dynamic with the same size as dimension
+    /// `other_dim` of the dynamic tensor `other` (for example the targets
+    /// of a batch whose inputs were marked with `mark_dynamic`), so the two
+    /// can meet in elementwise ops. Panics when the lengths differ.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32; 6], &[3, 2]).unwrap().mark_dynamic(0, 8);
+    /// let y = Tensor::from_vec(vec![2.0f32; 3], &[3, 1]).unwrap().mark_dynamic_as(0, &x, 0);
+    /// assert_eq!((&x * &y).sum().item::<f32>().unwrap(), 12.0);
+    /// ```
+    pub fn mark_dynamic_as(
+        &self,
+        dim: impl DimIndex,
+        other: &Tensor,
+        other_dim: impl DimIndex,
+    ) -> Tensor {
+        let theirs = other.shape_exprs();
+        let od = other_dim.resolve("mark_dynamic_as", &theirs);
+        let Some(var) = theirs[od].as_var().cloned() else {
+            panic!(
+                "mark_dynamic_as: dimension {od} of {} is not a dynamic input dimension; mark it with mark_dynamic first",
+                other.shape_string()
+            );
+        };
+        match self.mark_dynamic_with(dim, var.0.hi as usize, Some(var)) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn mark_dynamic_with(
+        &self,
+        dim: impl DimIndex,
+        upper_bound: usize,
+        same_as: Option<VarRef>,
+    ) -> crate::Result<Tensor> {
         let shape = self.shape_exprs();
         let d = dim.resolve("mark_dynamic", &shape);
         let Some(len) = shape[d].as_const() else {
             return Err(Error::invalid(
                 "mark_dynamic",
-                format!("dimension {d} of {} is already dynamic", self.shape_string()),
+                format!(
+                    "dimension {d} of {} is already dynamic",
+                    self.shape_string()
+                ),
             ));
         };
         if len as usize > upper_bound {
@@ -94,7 +157,19 @@ impl Tensor {
             Some(h) => h,
             None => Arc::new(self.to_host()?),
         };
-        let var = VarRef::known(0, upper_bound as i64, len);
+        let var = match same_as {
+            Some(v) => {
+                let theirs = v.0.cell.get().and_then(|c| c.known());
+                if theirs != Some(len) {
+                    return Err(Error::invalid(
+                        "mark_dynamic_as",
+                        format!("dimension {d} of {} has length {len}, the other tensor's has {theirs:?}; they must be equal", self.shape_string()),
+                    ));
+                }
+                v
+            }
+            None => VarRef::known(0, upper_bound as i64, len),
+        };
         let cell = var.0.cell.get().expect("known var has a cell").clone();
         let mut new_shape = shape.clone();
         new_shape[d] = SizeExpr::var(var);

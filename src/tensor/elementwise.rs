@@ -30,8 +30,16 @@ pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr])
     let one = SizeExpr::constant(1);
     (0..r)
         .map(|i| {
-            let x = if i + a.len() >= r { &a[i + a.len() - r] } else { &one };
-            let y = if i + b.len() >= r { &b[i + b.len() - r] } else { &one };
+            let x = if i + a.len() >= r {
+                &a[i + a.len() - r]
+            } else {
+                &one
+            };
+            let y = if i + b.len() >= r {
+                &b[i + b.len() - r]
+            } else {
+                &one
+            };
             if x == y || y.as_const() == Some(1) {
                 x.clone()
             } else if x.as_const() == Some(1) {
@@ -111,7 +119,10 @@ impl Tensor {
     }
 
     pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
-        let float_only = !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Not);
+        let float_only = !matches!(
+            op,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Not
+        );
         let x = if float_only && !self.dtype().is_float() {
             self.to_dtype(DType::F32)
         } else {
@@ -242,7 +253,10 @@ impl Tensor {
     /// GELU, exact form `x/2 * (1 + erf(x/sqrt(2)))` (PyTorch's default).
     pub fn gelu(&self) -> Tensor {
         let x = self.unary_float();
-        let e = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0);
+        let e = x
+            .mul_scalar(std::f64::consts::FRAC_1_SQRT_2)
+            .erf()
+            .add_scalar(1.0);
         x.mul(&e).mul_scalar(0.5)
     }
     /// Square.
@@ -316,11 +330,13 @@ impl Tensor {
     }
     /// Logical and (nonzero is true).
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
-        self.to_bool().binary(BinaryOp::And, Rhs::Tensor(&other.to_bool()))
+        self.to_bool()
+            .binary(BinaryOp::And, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical or.
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
-        self.to_bool().binary(BinaryOp::Or, Rhs::Tensor(&other.to_bool()))
+        self.to_bool()
+            .binary(BinaryOp::Or, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical not.
     pub fn logical_not(&self) -> Tensor {
@@ -331,14 +347,21 @@ impl Tensor {
     /// broadcast together, the branches promote together.
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Tensor {
         let c = self.to_bool();
-        let dt = result_type(&[(on_true.dtype(), priority(on_true)), (on_false.dtype(), priority(on_false))]);
+        let dt = result_type(&[
+            (on_true.dtype(), priority(on_true)),
+            (on_false.dtype(), priority(on_false)),
+        ]);
         let (t, f) = (on_true.to_dtype(dt), on_false.to_dtype(dt));
         let s1 = broadcast_shapes("where_cond", &c.shape_exprs(), &t.shape_exprs());
         let shape = broadcast_shapes("where_cond", &s1, &f.shape_exprs());
         let all = [&c, &t, &f];
         Tensor::apply(
             Op::Select,
-            &[&c.broadcast_to(&shape, &all), &t.broadcast_to(&shape, &all), &f.broadcast_to(&shape, &all)],
+            &[
+                &c.broadcast_to(&shape, &all),
+                &t.broadcast_to(&shape, &all),
+                &f.broadcast_to(&shape, &all),
+            ],
             SmallVec::new(),
         )
     }

@@ -24,25 +24,41 @@ impl Tensor {
     /// `self` with slice `k` of `src` added at `index[k]` along `dim`.
     pub fn index_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         let d = dim.resolve("index_add", &self.shape_exprs());
-        Tensor::apply(Op::IndexAdd { dim: d }, &[self, index, &src.to_dtype(self.dtype())], SmallVec::new())
+        Tensor::apply(
+            Op::IndexAdd { dim: d },
+            &[self, index, &src.to_dtype(self.dtype())],
+            SmallVec::new(),
+        )
     }
 
     /// PyTorch's `scatter_add` along `dim`.
     pub fn scatter_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         let d = dim.resolve("scatter_add", &self.shape_exprs());
-        Tensor::apply(Op::ScatterAdd { dim: d }, &[self, index, &src.to_dtype(self.dtype())], SmallVec::new())
+        Tensor::apply(
+            Op::ScatterAdd { dim: d },
+            &[self, index, &src.to_dtype(self.dtype())],
+            SmallVec::new(),
+        )
     }
 
     /// `self` with its true-`mask` positions (row-major) replaced by the
     /// elements of the 1-D `src`, in order.
     pub fn masked_scatter(&self, mask: &Tensor, src: &Tensor) -> Tensor {
-        Tensor::apply(Op::MaskedScatter, &[self, mask, &src.to_dtype(self.dtype())], SmallVec::new())
+        Tensor::apply(
+            Op::MaskedScatter,
+            &[self, mask, &src.to_dtype(self.dtype())],
+            SmallVec::new(),
+        )
     }
 
     /// Softmax along `dim` (stable: the maximum is subtracted first).
     pub fn softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("softmax", &self.shape_exprs());
-        let x = if self.dtype().is_float() { self.clone() } else { self.to_dtype(crate::DType::F32) };
+        let x = if self.dtype().is_float() {
+            self.clone()
+        } else {
+            self.to_dtype(crate::DType::F32)
+        };
         let e = (&x - &x.max_dims(&[d], true)).exp();
         &e / &e.sum_dims(&[d], true)
     }
@@ -50,7 +66,11 @@ impl Tensor {
     /// Log of softmax along `dim`, computed stably.
     pub fn log_softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("log_softmax", &self.shape_exprs());
-        let x = if self.dtype().is_float() { self.clone() } else { self.to_dtype(crate::DType::F32) };
+        let x = if self.dtype().is_float() {
+            self.clone()
+        } else {
+            self.to_dtype(crate::DType::F32)
+        };
         let shifted = &x - &x.max_dims(&[d], true);
         let lse = shifted.exp().sum_dims(&[d], true).log();
         &shifted - &lse

@@ -27,7 +27,10 @@ impl Tensor {
                 other.shape_string()
             );
         }
-        let dt = result_type(&[(self.dtype(), Priority::Dimensioned), (other.dtype(), Priority::Dimensioned)]);
+        let dt = result_type(&[
+            (self.dtype(), Priority::Dimensioned),
+            (other.dtype(), Priority::Dimensioned),
+        ]);
         let (a, b) = (self.to_dtype(dt), other.to_dtype(dt));
         let a2 = if ra == 1 { a.unsqueeze(0) } else { a };
         let b2 = if rb == 1 { b.unsqueeze(1) } else { b };
@@ -36,7 +39,13 @@ impl Tensor {
         if ka != kb {
             panic!(
                 "{}",
-                crate::ir::infer::size_mismatch("matmul", ka, kb, &self.shape_exprs(), &other.shape_exprs())
+                crate::ir::infer::size_mismatch(
+                    "matmul",
+                    ka,
+                    kb,
+                    &self.shape_exprs(),
+                    &other.shape_exprs()
+                )
             );
         }
         let batch = broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2]);
@@ -47,7 +56,11 @@ impl Tensor {
         };
         let (a3, b3) = (full(&sa, &a2), full(&sb, &b2));
         let out = Tensor::try_apply(Op::MatMul, &[&a3, &b3], SmallVec::new()).unwrap_or_else(|e| {
-            panic!("{e} (operand shapes {} and {})", shape_string(&self.shape_exprs()), shape_string(&other.shape_exprs()))
+            panic!(
+                "{e} (operand shapes {} and {})",
+                shape_string(&self.shape_exprs()),
+                shape_string(&other.shape_exprs())
+            )
         });
         let out = if rb == 1 { out.squeeze(-1) } else { out };
         if ra == 1 {

@@ -11,6 +11,7 @@ mod reduce;
 mod shape_ops;
 mod std_ops;
 
+pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
 
@@ -91,7 +92,10 @@ impl Tensor {
     /// backward knows where to accumulate.
     pub(crate) fn input_node(&self) -> Arc<Node> {
         let mut n = self.inner.node.lock();
-        if self.inner.requires_grad.load(Ordering::Relaxed) && crate::autograd::grad_enabled() && !n.is_leaf_of(&self.inner) {
+        if self.inner.requires_grad.load(Ordering::Relaxed)
+            && crate::autograd::grad_enabled()
+            && !n.is_leaf_of(&self.inner)
+        {
             *n = n.leaf_copy(Arc::downgrade(&self.inner));
         }
         n.clone()
@@ -185,7 +189,11 @@ impl Tensor {
         }
     }
 
-    pub(crate) fn try_apply(op: Op, inputs: &[&Tensor], size_deps: SmallVec<[Arc<Node>; 1]>) -> crate::Result<Tensor> {
+    pub(crate) fn try_apply(
+        op: Op,
+        inputs: &[&Tensor],
+        size_deps: SmallVec<[Arc<Node>; 1]>,
+    ) -> crate::Result<Tensor> {
         let device = match inputs.first() {
             Some(t) => t.device().clone(),
             None => Device::default(),
@@ -211,7 +219,9 @@ impl Tensor {
         let nodes: Inputs = inputs.iter().map(|t| t.input_node()).collect();
         let (dtype, shape) = infer(&op, &nodes)?;
         // Only float results carry gradients: indices, masks and sizes do not.
-        let requires_grad = crate::autograd::grad_enabled() && dtype.is_float() && nodes.iter().any(|n| n.requires_grad);
+        let requires_grad = crate::autograd::grad_enabled()
+            && dtype.is_float()
+            && nodes.iter().any(|n| n.requires_grad);
         let node = Node::new(op, nodes, size_deps, dtype, shape, None, requires_grad);
         Ok(Tensor::from_node(node, device))
     }
@@ -229,8 +239,14 @@ fn sym(node: &Arc<Node>, e: &SizeExpr) -> SymInt {
 
 /// Nodes to record as size dependencies for `exprs`: `candidates` when any
 /// variable of `exprs` is still uncomputed.
-pub(crate) fn size_deps_for(exprs: &[SizeExpr], candidates: &[Arc<Node>]) -> SmallVec<[Arc<Node>; 1]> {
-    let pending = exprs.iter().flat_map(|e| e.vars()).any(|v| v.0.cell.get().is_none());
+pub(crate) fn size_deps_for(
+    exprs: &[SizeExpr],
+    candidates: &[Arc<Node>],
+) -> SmallVec<[Arc<Node>; 1]> {
+    let pending = exprs
+        .iter()
+        .flat_map(|e| e.vars())
+        .any(|v| v.0.cell.get().is_none());
     if pending {
         candidates.iter().cloned().collect()
     } else {
@@ -240,6 +256,12 @@ pub(crate) fn size_deps_for(exprs: &[SizeExpr], candidates: &[Arc<Node>]) -> Sma
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({}{}, {})", self.dtype(), self.shape_string(), self.device())
+        write!(
+            f,
+            "Tensor({}{}, {})",
+            self.dtype(),
+            self.shape_string(),
+            self.device()
+        )
     }
 }

@@ -29,7 +29,9 @@ impl Tensor {
             shape.push(match (e.as_const(), &data.sizes[d]) {
                 (Some(c), _) => c as usize,
                 (None, Some(cell)) => cell.get()? as usize,
-                (None, None) => return Err(Error::internal("read", "a dynamic dim without a size")),
+                (None, None) => {
+                    return Err(Error::internal("read", "a dynamic dim without a size"))
+                }
             });
         }
         let buffer = data.buffer()?;
@@ -49,7 +51,12 @@ impl Tensor {
         if T::DTYPE != self.dtype() {
             return Err(Error::dtype(
                 "to_vec",
-                format!("the tensor holds {} but {} was asked for; call to_dtype({:?}) first", self.dtype(), T::DTYPE, T::DTYPE),
+                format!(
+                    "the tensor holds {} but {} was asked for; call to_dtype({:?}) first",
+                    self.dtype(),
+                    T::DTYPE,
+                    T::DTYPE
+                ),
             ));
         }
         let host = self.to_host()?;
@@ -64,7 +71,11 @@ impl Tensor {
         if v.len() != 1 {
             return Err(Error::invalid(
                 "item",
-                format!("the tensor has {} elements (shape {}); item needs exactly one", v.len(), self.shape_string()),
+                format!(
+                    "the tensor has {} elements (shape {}); item needs exactly one",
+                    v.len(),
+                    self.shape_string()
+                ),
             ));
         }
         Ok(v[0])
@@ -77,7 +88,10 @@ impl Tensor {
         let sizes = self.sizes();
         let dynamic: Vec<&SymInt> = sizes.iter().filter(|s| s.is_dynamic()).collect();
         if dynamic.is_empty() {
-            return Ok(sizes.iter().map(|s| s.as_static().unwrap_or(0) as usize).collect());
+            return Ok(sizes
+                .iter()
+                .map(|s| s.as_static().unwrap_or(0) as usize)
+                .collect());
         }
         let values = materialize::materialize_all(&sizes)?;
         Ok(values.into_iter().map(|v| v.max(0) as usize).collect())

@@ -13,7 +13,11 @@ impl Tensor {
         let mut ds: Vec<usize> = dims.iter().map(|d| d.resolve(op, &shape)).collect();
         ds.sort_unstable();
         if ds.windows(2).any(|w| w[0] == w[1]) {
-            panic!("{op}: dims {:?} repeat a dimension (shape {}); list each dim once", ds, self.shape_string());
+            panic!(
+                "{op}: dims {:?} repeat a dimension (shape {}); list each dim once",
+                ds,
+                self.shape_string()
+            );
         }
         ds
     }
@@ -24,7 +28,14 @@ impl Tensor {
             (_, DType::Bool) => self.to_dtype(DType::I64),
             _ => self.clone(),
         };
-        let r = Tensor::apply(Op::Reduce { kind, dims: dims.clone() }, &[&x], SmallVec::new());
+        let r = Tensor::apply(
+            Op::Reduce {
+                kind,
+                dims: dims.clone(),
+            },
+            &[&x],
+            SmallVec::new(),
+        );
         if keepdim {
             r.keep_dims(self, &dims)
         } else {
@@ -38,7 +49,13 @@ impl Tensor {
             .shape_exprs()
             .iter()
             .enumerate()
-            .map(|(i, e)| if dims.contains(&i) { SizeExpr::constant(1) } else { e.clone() })
+            .map(|(i, e)| {
+                if dims.contains(&i) {
+                    SizeExpr::constant(1)
+                } else {
+                    e.clone()
+                }
+            })
             .collect();
         self.reshape_exprs(shape, &[original])
     }
@@ -68,9 +85,15 @@ impl Tensor {
     }
 
     fn mean_over(&self, dims: Vec<usize>, keepdim: bool) -> Tensor {
-        let x = if self.dtype().is_float() { self.clone() } else { self.to_dtype(DType::F32) };
+        let x = if self.dtype().is_float() {
+            self.clone()
+        } else {
+            self.to_dtype(DType::F32)
+        };
         let shape = x.shape_exprs();
-        let count = dims.iter().fold(SizeExpr::constant(1), |acc, &d| acc.mul(&shape[d]));
+        let count = dims
+            .iter()
+            .fold(SizeExpr::constant(1), |acc, &d| acc.mul(&shape[d]));
         let s = x.reduce(ReduceKind::Sum, dims, keepdim);
         match count.as_const() {
             Some(c) => s.div_scalar(c as f64),
@@ -85,7 +108,8 @@ impl Tensor {
     pub(crate) fn size_value(&self, e: SizeExpr) -> Tensor {
         let node = self.node();
         let deps = size_deps_for(std::slice::from_ref(&e), std::slice::from_ref(&node));
-        Tensor::try_apply_on(Op::SizeOf(e), &[], deps, self.device()).unwrap_or_else(|e| panic!("{e}"))
+        Tensor::try_apply_on(Op::SizeOf(e), &[], deps, self.device())
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The largest element.
@@ -113,12 +137,26 @@ impl Tensor {
     /// The index (I64) of the first largest element along `dim`.
     pub fn argmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmax", &self.shape_exprs());
-        Tensor::apply(Op::ArgReduce { kind: ArgKind::Max, dim: d }, &[self], SmallVec::new())
+        Tensor::apply(
+            Op::ArgReduce {
+                kind: ArgKind::Max,
+                dim: d,
+            },
+            &[self],
+            SmallVec::new(),
+        )
     }
 
     /// The index (I64) of the first smallest element along `dim`.
     pub fn argmin(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmin", &self.shape_exprs());
-        Tensor::apply(Op::ArgReduce { kind: ArgKind::Min, dim: d }, &[self], SmallVec::new())
+        Tensor::apply(
+            Op::ArgReduce {
+                kind: ArgKind::Min,
+                dim: d,
+            },
+            &[self],
+            SmallVec::new(),
+        )
     }
 }

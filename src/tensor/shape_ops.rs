@@ -65,7 +65,12 @@ impl Tensor {
     pub fn permute<D: DimIndex>(&self, perm: &[D]) -> Tensor {
         let shape = self.shape_exprs();
         if perm.len() != shape.len() {
-            panic!("permute: {} dims given for a tensor of rank {} (shape {})", perm.len(), shape.len(), shape_string(&shape));
+            panic!(
+                "permute: {} dims given for a tensor of rank {} (shape {})",
+                perm.len(),
+                shape.len(),
+                shape_string(&shape)
+            );
         }
         let p: Vec<usize> = perm.iter().map(|d| d.resolve("permute", &shape)).collect();
         if p.iter().enumerate().all(|(i, &d)| i == d) {
@@ -77,7 +82,10 @@ impl Tensor {
     /// Dimensions `d0` and `d1` swapped.
     pub fn transpose(&self, d0: impl DimIndex, d1: impl DimIndex) -> Tensor {
         let shape = self.shape_exprs();
-        let (a, b) = (d0.resolve("transpose", &shape), d1.resolve("transpose", &shape));
+        let (a, b) = (
+            d0.resolve("transpose", &shape),
+            d1.resolve("transpose", &shape),
+        );
         let mut perm: Vec<usize> = (0..shape.len()).collect();
         perm.swap(a, b);
         self.permute(&perm)
@@ -109,7 +117,12 @@ impl Tensor {
     pub fn expand(&self, sizes: &[SymInt]) -> Tensor {
         let input = self.shape_exprs();
         if sizes.len() < input.len() {
-            panic!("expand: {} sizes given for a tensor of rank {} (shape {})", sizes.len(), input.len(), shape_string(&input));
+            panic!(
+                "expand: {} sizes given for a tensor of rank {} (shape {})",
+                sizes.len(),
+                input.len(),
+                shape_string(&input)
+            );
         }
         let offset = sizes.len() - input.len();
         let target: Vec<SizeExpr> = sizes
@@ -123,7 +136,10 @@ impl Tensor {
                 if i >= offset {
                     let from = &input[i - offset];
                     if from != &e && from.as_const() != Some(1) {
-                        panic!("{}", size_mismatch("expand", from, &e, &input, &[e.clone()]));
+                        panic!(
+                            "{}",
+                            size_mismatch("expand", from, &e, &input, std::slice::from_ref(&e))
+                        );
                     }
                 }
                 e
@@ -148,9 +164,14 @@ impl Tensor {
     /// Tensors joined along `dim` (dtypes promote; other dims must match).
     /// Along a dynamic dim the size is the sum of the sizes.
     pub fn cat(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
-        let first = tensors.first().unwrap_or_else(|| panic!("cat: needs at least one tensor"));
+        let first = tensors
+            .first()
+            .unwrap_or_else(|| panic!("cat: needs at least one tensor"));
         let d = dim.resolve("cat", &first.shape_exprs());
-        let prio: Vec<_> = tensors.iter().map(|t| (t.dtype(), Priority::Dimensioned)).collect();
+        let prio: Vec<_> = tensors
+            .iter()
+            .map(|t| (t.dtype(), Priority::Dimensioned))
+            .collect();
         let dt = result_type(&prio);
         let converted: Vec<Tensor> = tensors.iter().map(|t| t.to_dtype(dt)).collect();
         if converted.len() == 1 {
@@ -162,7 +183,9 @@ impl Tensor {
 
     /// Tensors of one shape stacked along a new dimension `dim`.
     pub fn stack(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
-        let first = tensors.first().unwrap_or_else(|| panic!("stack: needs at least one tensor"));
+        let first = tensors
+            .first()
+            .unwrap_or_else(|| panic!("stack: needs at least one tensor"));
         let shape = first.shape_exprs();
         let d = resolve_in(dim.signed(), "stack", &shape, shape.len() + 1);
         let expanded: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();

@@ -94,13 +94,15 @@ macro_rules! scalar_lhs {
         impl std::ops::Sub<&Tensor> for $t {
             type Output = Tensor;
             fn sub(self, rhs: &Tensor) -> Tensor {
-                rhs.neg().binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
+                rhs.neg()
+                    .binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
             }
         }
         impl std::ops::Sub<Tensor> for $t {
             type Output = Tensor;
             fn sub(self, rhs: Tensor) -> Tensor {
-                rhs.neg().binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
+                rhs.neg()
+                    .binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
             }
         }
     };

@@ -25,7 +25,9 @@ pub fn pjrt_device() -> Option<Device> {
             if std::env::var("LAZYXLA_REQUIRE_PJRT").as_deref() == Ok("1") {
                 panic!("LAZYXLA_REQUIRE_PJRT=1 but no PJRT plugin loads: {e}");
             }
-            eprintln!("SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}");
+            eprintln!(
+                "SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}"
+            );
             None
         }
     }
@@ -62,19 +64,33 @@ macro_rules! backend_test {
 
 /// Asserts two float slices agree within `tol` (absolute + relative).
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "lengths differ: got {got:?}, want {want:?}");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "lengths differ: got {got:?}, want {want:?}"
+    );
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
-        assert!(ok, "element {i}: got {g}, want {w} (got {got:?}, want {want:?})");
+        assert!(
+            ok,
+            "element {i}: got {g}, want {w} (got {got:?}, want {want:?})"
+        );
     }
 }
 
 /// The same for f64.
 pub fn assert_close64(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "lengths differ: got {got:?}, want {want:?}");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "lengths differ: got {got:?}, want {want:?}"
+    );
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
-        assert!(ok, "element {i}: got {g}, want {w} (got {got:?}, want {want:?})");
+        assert!(
+            ok,
+            "element {i}: got {g}, want {w} (got {got:?}, want {want:?})"
+        );
     }
 }
 

@@ -7,7 +7,7 @@ use crate::host::HostArray;
 use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, UnaryOp};
 use crate::runtime::program::{Program, VarSource};
 use crate::symint::{SizeExpr, VarRef};
-use crate::{map_host_array, with_host_array, Result};
+use crate::{map_host_array, Result};
 use ndarray::{ArrayD, Axis, IxDyn};
 use std::collections::HashMap;
 
@@ -26,23 +26,39 @@ macro_rules! numeric_pair {
 }
 
 /// Evaluates every node of `program`; returns each node's value.
-pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_args: &[i64]) -> Result<Vec<HostArray>> {
+pub(super) fn run(
+    program: &Program,
+    params: Vec<(HostArray, Vec<i64>)>,
+    var_args: &[i64],
+) -> Result<Vec<HostArray>> {
     let positions = program.var_positions();
     let mut values: Vec<HostArray> = Vec::with_capacity(program.nodes.len());
     let mut params = params.into_iter();
     for node in &program.nodes {
         let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
         let dims = |e: &[SizeExpr], values: &[HostArray]| -> Result<Vec<usize>> {
-            e.iter().map(|x| size_value(x, program, &positions, values, var_args).map(|v| v.max(0) as usize)).collect()
+            e.iter()
+                .map(|x| {
+                    size_value(x, program, &positions, values, var_args).map(|v| v.max(0) as usize)
+                })
+                .collect()
         };
         let v = match &node.op {
             Op::Data { shape, .. } => {
-                let (a, sizes) = params.next().ok_or_else(|| err("execute", "too few parameters"))?;
+                let (a, sizes) = params
+                    .next()
+                    .ok_or_else(|| err("execute", "too few parameters"))?;
                 let mut dyn_sizes = sizes.into_iter();
                 let real: Vec<usize> = shape
                     .iter()
                     .zip(a.shape())
-                    .map(|(e, &s)| if e.as_const().is_some() { s } else { dyn_sizes.next().unwrap_or(s as i64) as usize })
+                    .map(|(e, &s)| {
+                        if e.as_const().is_some() {
+                            s
+                        } else {
+                            dyn_sizes.next().unwrap_or(s as i64) as usize
+                        }
+                    })
                     .collect();
                 if real.as_slice() == a.shape() {
                     a
@@ -56,11 +72,17 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
                 let a = ArrayD::from_shape_fn(IxDyn(&sh), |p| p[*dim] as i64);
                 HostArray::I64(a).cast(*dtype)
             }
-            Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(IxDyn(&[]), size_value(e, program, &positions, &values, var_args)?)),
+            Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(
+                IxDyn(&[]),
+                size_value(e, program, &positions, &values, var_args)?,
+            )),
             Op::RandomUniform { dtype, shape } => {
                 let sh = dims(shape, &values)?;
                 let seed = match ins[0] {
-                    HostArray::I64(s) => *s.iter().next().ok_or_else(|| err("random_uniform", "empty seed"))?,
+                    HostArray::I64(s) => *s
+                        .iter()
+                        .next()
+                        .ok_or_else(|| err("random_uniform", "empty seed"))?,
                     _ => return Err(err("random_uniform", "the seed must be i64")),
                 };
                 let mut i = 0u32;
@@ -106,7 +128,9 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
                     a.to_shape(IxDyn(&sh)).map_err(|e| err("reshape", format!("{:?} -> {:?}: {e}", a.shape(), sh)))?.to_owned()
                 })
             }
-            Op::Transpose { perm } => map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned()),
+            Op::Transpose { perm } => {
+                map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
+            }
             Op::Slice { dim, start, len } => {
                 map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
             }
@@ -120,11 +144,21 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
             }
             Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
             Op::ArgReduce { kind, dim } => {
-                let out = with_host_array!(ins[0], a => match kind {
-                    ArgKind::Max => kernels::arg_reduce(a, *dim, |x, b| x > b),
-                    ArgKind::Min => kernels::arg_reduce(a, *dim, |x, b| x < b),
-                });
-                HostArray::I64(out)
+                macro_rules! arg {
+                    ($a:expr) => {
+                        match kind {
+                            ArgKind::Max => kernels::arg_reduce($a, *dim, |x, b| x > b),
+                            ArgKind::Min => kernels::arg_reduce($a, *dim, |x, b| x < b),
+                        }
+                    };
+                }
+                HostArray::I64(match ins[0] {
+                    HostArray::I32(a) => arg!(a),
+                    HostArray::I64(a) => arg!(a),
+                    HostArray::F32(a) => arg!(a),
+                    HostArray::F64(a) => arg!(a),
+                    HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
+                })
             }
             Op::MatMul => match (ins[0], ins[1]) {
                 (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::matmul(a, b)),
@@ -136,7 +170,10 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
             Op::IndexSelect { dim } => {
                 let idx = indices(ins[1])?;
                 let size = ins[0].shape()[*dim];
-                let idx = idx.iter().map(|&i| check_index("index_select", i, size)).collect::<Result<Vec<_>>>()?;
+                let idx = idx
+                    .iter()
+                    .map(|&i| check_index("index_select", i, size))
+                    .collect::<Result<Vec<_>>>()?;
                 map_host_array!(ins[0], a => a.select(Axis(*dim), &idx))
             }
             Op::Gather { dim } => {
@@ -150,12 +187,16 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
             Op::IndexAdd { dim } => {
                 let idx = indices(ins[1])?;
                 let size = ins[0].shape()[*dim];
-                let idx = idx.iter().map(|&i| check_index("index_add", i, size)).collect::<Result<Vec<_>>>()?;
+                let idx = idx
+                    .iter()
+                    .map(|&i| check_index("index_add", i, size))
+                    .collect::<Result<Vec<_>>>()?;
                 numeric_pair!(ins[0], ins[2], "index_add", |base, src| {
                     let mut out = base.clone();
                     for (k, &i) in idx.iter().enumerate() {
                         let s = src.index_axis(Axis(*dim), k);
-                        out.index_axis_mut(Axis(*dim), i).zip_mut_with(&s, |o, &v| *o = Num::add(*o, v));
+                        out.index_axis_mut(Axis(*dim), i)
+                            .zip_mut_with(&s, |o, &v| *o = Num::add(*o, v));
                     }
                     out
                 })
@@ -181,14 +222,30 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
                 };
                 let needed = mask.iter().filter(|&&m| m).count();
                 if ins[2].shape()[0] < needed {
-                    return Err(err("masked_scatter", format!("the source has {} elements, the mask selects {needed}", ins[2].shape()[0])));
+                    return Err(err(
+                        "masked_scatter",
+                        format!(
+                            "the source has {} elements, the mask selects {needed}",
+                            ins[2].shape()[0]
+                        ),
+                    ));
                 }
                 match (ins[0], ins[2]) {
-                    (HostArray::F32(b), HostArray::F32(s)) => HostArray::F32(masked_scatter(b, mask, s)),
-                    (HostArray::F64(b), HostArray::F64(s)) => HostArray::F64(masked_scatter(b, mask, s)),
-                    (HostArray::I32(b), HostArray::I32(s)) => HostArray::I32(masked_scatter(b, mask, s)),
-                    (HostArray::I64(b), HostArray::I64(s)) => HostArray::I64(masked_scatter(b, mask, s)),
-                    (HostArray::Bool(b), HostArray::Bool(s)) => HostArray::Bool(masked_scatter(b, mask, s)),
+                    (HostArray::F32(b), HostArray::F32(s)) => {
+                        HostArray::F32(masked_scatter(b, mask, s))
+                    }
+                    (HostArray::F64(b), HostArray::F64(s)) => {
+                        HostArray::F64(masked_scatter(b, mask, s))
+                    }
+                    (HostArray::I32(b), HostArray::I32(s)) => {
+                        HostArray::I32(masked_scatter(b, mask, s))
+                    }
+                    (HostArray::I64(b), HostArray::I64(s)) => {
+                        HostArray::I64(masked_scatter(b, mask, s))
+                    }
+                    (HostArray::Bool(b), HostArray::Bool(s)) => {
+                        HostArray::Bool(masked_scatter(b, mask, s))
+                    }
                     _ => return Err(err("masked_scatter", "dtypes differ")),
                 }
             }
@@ -226,9 +283,18 @@ pub(super) fn run(program: &Program, params: Vec<(HostArray, Vec<i64>)>, var_arg
 }
 
 /// The value of a size expression in this execution.
-fn size_value(e: &SizeExpr, program: &Program, positions: &HashMap<u64, usize>, values: &[HostArray], var_args: &[i64]) -> Result<i64> {
+fn size_value(
+    e: &SizeExpr,
+    program: &Program,
+    positions: &HashMap<u64, usize>,
+    values: &[HostArray],
+    var_args: &[i64],
+) -> Result<i64> {
     let mut missing = None;
-    let v = e.eval(&mut |var: &VarRef| match positions.get(&var.0.id).map(|&p| &program.vars[p].source) {
+    let v = e.eval(&mut |var: &VarRef| match positions
+        .get(&var.0.id)
+        .map(|&p| &program.vars[p].source)
+    {
         Some(VarSource::Dim { node, dim }) => values[*node].shape()[*dim] as i64,
         Some(VarSource::Arg(k)) => var_args[*k],
         None => {
@@ -237,13 +303,19 @@ fn size_value(e: &SizeExpr, program: &Program, positions: &HashMap<u64, usize>, 
         }
     });
     match missing {
-        Some(id) => Err(crate::Error::internal("reference", format!("size variable s{id} has no source"))),
+        Some(id) => Err(crate::Error::internal(
+            "reference",
+            format!("size variable s{id} has no source"),
+        )),
         None => Ok(v),
     }
 }
 
 fn select<T: Copy>(c: &ArrayD<bool>, t: &ArrayD<T>, f: &ArrayD<T>) -> ArrayD<T> {
-    ndarray::Zip::from(c).and(t).and(f).map_collect(|&c, &t, &f| if c { t } else { f })
+    ndarray::Zip::from(c)
+        .and(t)
+        .and(f)
+        .map_collect(|&c, &t, &f| if c { t } else { f })
 }
 
 fn masked_scatter<T: Copy>(base: &ArrayD<T>, mask: &ArrayD<bool>, src: &ArrayD<T>) -> ArrayD<T> {
@@ -274,7 +346,8 @@ fn pad_into(out: &mut HostArray, x: &HostArray) -> Result<()> {
     macro_rules! pad {
         ($o:expr, $x:expr) => {{
             let sh = $x.shape().to_vec();
-            $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()])).assign($x);
+            $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()]))
+                .assign($x);
         }};
     }
     match (out, x) {
@@ -298,7 +371,10 @@ fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
                     _ => Err(err("concat", "dtypes differ")),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            HostArray::$v(ndarray::concatenate(Axis(dim), &views).map_err(|e| err("concat", e.to_string()))?)
+            HostArray::$v(
+                ndarray::concatenate(Axis(dim), &views)
+                    .map_err(|e| err("concat", e.to_string()))?,
+            )
         }};
     }
     Ok(match ins[0].dtype() {
@@ -424,9 +500,11 @@ fn num_binary<T: Num>(b: BinaryOp, x: &ArrayD<T>, y: &ArrayD<T>) -> Result<Array
         BinaryOp::Rem => kernels::zip(x, y, T::rem),
         BinaryOp::Pow => kernels::zip(x, y, |a, b| T::from_f64(a.to_f64().powf(b.to_f64()))),
         // NaN propagates, as in PyTorch and XLA.
-        BinaryOp::Max => kernels::zip(x, y, |a, b| if a != a || a > b { a } else { b }),
-        BinaryOp::Min => kernels::zip(x, y, |a, b| if a != a || a < b { a } else { b }),
-        BinaryOp::And | BinaryOp::Or => return Err(err("binary", "logical ops need bool operands")),
+        BinaryOp::Max => kernels::zip(x, y, |a, b| if a.is_nan() || a > b { a } else { b }),
+        BinaryOp::Min => kernels::zip(x, y, |a, b| if a.is_nan() || a < b { a } else { b }),
+        BinaryOp::And | BinaryOp::Or => {
+            return Err(err("binary", "logical ops need bool operands"))
+        }
     })
 }
 
@@ -470,8 +548,20 @@ fn compare(c: CmpOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
 fn num_reduce<T: Num>(kind: ReduceKind, a: &ArrayD<T>, dims: &[usize]) -> ArrayD<T> {
     match kind {
         ReduceKind::Sum => kernels::reduce(a, dims, T::default(), T::add),
-        ReduceKind::Max => kernels::reduce(a, dims, T::lowest(), |acc, x| if x != x || x > acc { x } else { acc }),
-        ReduceKind::Min => kernels::reduce(a, dims, T::highest(), |acc, x| if x != x || x < acc { x } else { acc }),
+        ReduceKind::Max => kernels::reduce(a, dims, T::lowest(), |acc, x| {
+            if x.is_nan() || x > acc {
+                x
+            } else {
+                acc
+            }
+        }),
+        ReduceKind::Min => kernels::reduce(a, dims, T::highest(), |acc, x| {
+            if x.is_nan() || x < acc {
+                x
+            } else {
+                acc
+            }
+        }),
     }
 }
 

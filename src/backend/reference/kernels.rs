@@ -5,7 +5,9 @@ use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
 /// Arithmetic on the numeric element types, with XLA's semantics where
 /// they differ from Rust's (integer division by zero gives -1 or the
 /// dividend instead of panicking; shifts wrap).
-pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait Num:
+    Copy + PartialOrd + Default + Send + Sync + std::fmt::Debug + 'static
+{
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
     fn add(self, o: Self) -> Self;
@@ -18,6 +20,7 @@ pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + std::fmt::Debu
     fn neg(self) -> Self;
     fn abs(self) -> Self;
     fn sign(self) -> Self;
+    fn is_nan(self) -> bool;
 }
 
 macro_rules! num_float {
@@ -61,6 +64,9 @@ macro_rules! num_float {
             }
             fn abs(self) -> Self {
                 self.abs()
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
             }
             fn sign(self) -> Self {
                 if self > 0.0 {
@@ -126,6 +132,9 @@ macro_rules! num_int {
             fn sign(self) -> Self {
                 self.signum()
             }
+            fn is_nan(self) -> bool {
+                false
+            }
         }
     };
 }
@@ -141,7 +150,12 @@ pub(crate) fn zip<T: Copy, U>(a: &ArrayD<T>, b: &ArrayD<T>, f: impl Fn(T, T) -> 
 }
 
 /// Reduces `dims` (sorted) with `f` from `init`.
-pub(crate) fn reduce<T: Copy>(a: &ArrayD<T>, dims: &[usize], init: T, f: impl Fn(T, T) -> T) -> ArrayD<T> {
+pub(crate) fn reduce<T: Copy>(
+    a: &ArrayD<T>,
+    dims: &[usize],
+    init: T,
+    f: impl Fn(T, T) -> T,
+) -> ArrayD<T> {
     let mut out = a.clone();
     for &d in dims.iter().rev() {
         out = out.fold_axis(Axis(d), init, |&acc, &x| f(acc, x));
@@ -151,7 +165,11 @@ pub(crate) fn reduce<T: Copy>(a: &ArrayD<T>, dims: &[usize], init: T, f: impl Fn
 
 /// Index of the first extremum along `dim`; `better(x, best)` says when
 /// `x` replaces the current best.
-pub(crate) fn arg_reduce<T: Copy>(a: &ArrayD<T>, dim: usize, better: impl Fn(T, T) -> bool) -> ArrayD<i64> {
+pub(crate) fn arg_reduce<T: Copy>(
+    a: &ArrayD<T>,
+    dim: usize,
+    better: impl Fn(T, T) -> bool,
+) -> ArrayD<i64> {
     a.map_axis(Axis(dim), |lane| {
         let mut best = 0usize;
         for (i, &x) in lane.iter().enumerate() {
@@ -207,7 +225,12 @@ pub(crate) fn nonzero<T: Copy>(a: &ArrayD<T>, is_nonzero: impl Fn(T) -> bool) ->
 
 /// Elements where `mask` holds, row-major.
 pub(crate) fn masked_select<T: Copy>(a: &ArrayD<T>, mask: &ArrayD<bool>) -> ArrayD<T> {
-    let v: Vec<T> = a.iter().zip(mask.iter()).filter(|(_, &m)| m).map(|(&x, _)| x).collect();
+    let v: Vec<T> = a
+        .iter()
+        .zip(mask.iter())
+        .filter(|(_, &m)| m)
+        .map(|(&x, _)| x)
+        .collect();
     let n = v.len();
     ArrayD::from_shape_vec(IxDyn(&[n]), v).expect("shape matches")
 }
@@ -216,7 +239,10 @@ pub(crate) fn masked_select<T: Copy>(a: &ArrayD<T>, mask: &ArrayD<bool>) -> Arra
 /// distinct, as `torch.unique` does).
 pub(crate) fn unique<T: Num>(a: &ArrayD<T>) -> ArrayD<T> {
     let mut v: Vec<T> = a.iter().copied().collect();
-    v.sort_by(|x, y| x.partial_cmp(y).unwrap_or_else(|| (x != x).cmp(&(y != y))));
+    v.sort_by(|x, y| {
+        x.partial_cmp(y)
+            .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
+    });
     v.dedup_by(|x, y| x == y);
     let n = v.len();
     ArrayD::from_shape_vec(IxDyn(&[n]), v).expect("shape matches")
@@ -238,7 +264,10 @@ pub(crate) fn with_index(p: &IxDyn, dim: usize, i: usize) -> IxDyn {
 /// Checks an index against a size and converts it.
 pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::Result<usize> {
     if i < 0 || i as usize >= size {
-        Err(super::err(op, format!("{op}: index {i} is out of range for a dimension of size {size}")))
+        Err(super::err(
+            op,
+            format!("{op}: index {i} is out of range for a dimension of size {size}"),
+        ))
     } else {
         Ok(i as usize)
     }
@@ -246,6 +275,7 @@ pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::Resul
 
 /// A view as a dynamic-dim array view (helper for slicing params).
 pub(crate) fn slice_to<T: Clone>(a: &ArrayD<T>, sizes: &[usize]) -> ArrayD<T> {
-    let view: ArrayViewD<'_, T> = a.slice_each_axis(|ax| ndarray::Slice::from(0..sizes[ax.axis.index()]));
+    let view: ArrayViewD<'_, T> =
+        a.slice_each_axis(|ax| ndarray::Slice::from(0..sizes[ax.axis.index()]));
     view.to_owned()
 }

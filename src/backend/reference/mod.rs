@@ -67,11 +67,17 @@ impl Backend for ReferenceBackend {
                 Ok((a.0.clone(), s))
             })
             .collect::<Result<_>>()?;
-        let var_args = args.vars.iter().map(read_size).collect::<Result<Vec<_>>>()?;
+        let var_args = args
+            .vars
+            .iter()
+            .map(read_size)
+            .collect::<Result<Vec<_>>>()?;
         let values = eval::run(program, params, &var_args)?;
         let mut tensors = Vec::with_capacity(program.outputs.len());
         for &o in &program.outputs {
-            let a = values.get(o).ok_or_else(|| err("execute", "missing output"))?;
+            let a = values
+                .get(o)
+                .ok_or_else(|| err("execute", "missing output"))?;
             let sizes = program.nodes[o]
                 .shape
                 .iter()
@@ -101,7 +107,10 @@ impl Backend for ReferenceBackend {
             .downcast_ref::<RefBuffer>()
             .ok_or_else(|| err("download", "a buffer from another backend"))?;
         if a.0.shape() != shape {
-            return Err(err("download", format!("buffer shape {:?} differs from {:?}", a.0.shape(), shape)));
+            return Err(err(
+                "download",
+                format!("buffer shape {:?} differs from {:?}", a.0.shape(), shape),
+            ));
         }
         Ok(a.0.clone())
     }

@@ -1,0 +1,273 @@
+//! Layers. Parameters are created as device data (not as lazy ops), so the
+//! first training step has the same program structure as every later one.
+
+use super::Module;
+use crate::dtype::DType;
+use crate::ir::Op;
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Host-generated uniform values in `[lo, hi)`, uploaded as data.
+fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
+    let mut g = crate::tensor::SplitMix64(seed);
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|_| (lo + (hi - lo) * g.next_f64()) as f32)
+        .collect();
+    Tensor::from_vec(v, shape).expect("length matches")
+}
+
+fn filled(shape: &[usize], value: f32) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(vec![value; n], shape).expect("length matches")
+}
+
+/// `y = x Wᵀ + b` with `W: [out, in]`, initialised as PyTorch does
+/// (uniform in `±1/sqrt(in)` for weight and bias).
+pub struct Linear {
+    /// `[out_features, in_features]`.
+    pub weight: Tensor,
+    /// `[out_features]`, if the layer has a bias.
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// A layer with bias; `seed` makes the initialisation reproducible.
+    pub fn new(in_features: usize, out_features: usize, seed: u64) -> Linear {
+        let bound = 1.0 / (in_features.max(1) as f64).sqrt();
+        Linear {
+            weight: uniform(&[out_features, in_features], -bound, bound, seed).requires_grad(true),
+            bias: Some(
+                uniform(&[out_features], -bound, bound, seed ^ 0x5eed_b1a5).requires_grad(true),
+            ),
+        }
+    }
+
+    /// A layer from given tensors (they are marked as requiring grad).
+    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Linear {
+        Linear {
+            weight: weight.requires_grad(true),
+            bias: bias.map(|b| b.requires_grad(true)),
+        }
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let y = x.matmul(&self.weight.transpose(0, 1));
+        match &self.bias {
+            Some(b) => &y + b,
+            None => y,
+        }
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        let mut p = vec![self.weight.clone()];
+        p.extend(self.bias.clone());
+        p
+    }
+}
+
+/// A lookup table of `num` vectors of size `dim`, initialised N(0, 1).
+pub struct Embedding {
+    /// `[num, dim]`.
+    pub weight: Tensor,
+}
+
+impl Embedding {
+    /// A table with a seeded initialisation.
+    pub fn new(num: usize, dim: usize, seed: u64) -> Embedding {
+        Embedding {
+            weight: Tensor::randn(&[num, dim], seed).requires_grad(true),
+        }
+    }
+}
+
+impl Module for Embedding {
+    /// `x` holds integer indices of any shape; the result appends `dim`.
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let flat = if x.rank() == 1 {
+            x.clone()
+        } else {
+            x.flatten()
+        };
+        let rows = self.weight.index_select(0, &flat);
+        if x.rank() == 1 {
+            return rows;
+        }
+        let mut shape: Vec<i64> = x.upper_bounds().iter().map(|&b| b as i64).collect();
+        if x.is_dynamic() {
+            panic!(
+                "Embedding: indices of rank > 1 must be static, got {}; flatten them first",
+                x.shape_string()
+            );
+        }
+        shape.push(self.weight.upper_bounds()[1] as i64);
+        rows.reshape(&shape)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone()]
+    }
+}
+
+/// Normalises over the last dimension, then scales and shifts
+/// (weight ones, bias zeros, eps 1e-5, as PyTorch).
+pub struct LayerNorm {
+    /// `[dim]`.
+    pub weight: Tensor,
+    /// `[dim]`.
+    pub bias: Tensor,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl LayerNorm {
+    /// A layer norm over a last dimension of size `dim`.
+    pub fn new(dim: usize) -> LayerNorm {
+        LayerNorm {
+            weight: filled(&[dim], 1.0).requires_grad(true),
+            bias: filled(&[dim], 0.0).requires_grad(true),
+            eps: 1e-5,
+        }
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let mean = x.mean_dims(&[-1], true);
+        let centered = x - &mean;
+        let var = centered.square().mean_dims(&[-1], true);
+        let normed = &centered * &(var + self.eps).rsqrt();
+        &(&normed * &self.weight) + &self.bias
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+}
+
+/// Zeroes elements with probability `p` in training mode and scales the
+/// rest by `1/(1-p)`. The mask is drawn in the graph from a seed tensor
+/// that advances every call, so steps differ but compile once.
+pub struct Dropout {
+    p: f64,
+    seed: u64,
+    calls: AtomicU64,
+    training: AtomicBool,
+}
+
+impl Dropout {
+    /// Dropout with probability `p` and a base seed.
+    pub fn new(p: f64, seed: u64) -> Dropout {
+        assert!(
+            (0.0..1.0).contains(&p),
+            "Dropout: p must be in [0, 1), got {p}"
+        );
+        Dropout {
+            p,
+            seed,
+            calls: AtomicU64::new(0),
+            training: AtomicBool::new(true),
+        }
+    }
+
+    /// Switches between training (drop) and evaluation (identity).
+    pub fn train(&self, on: bool) {
+        self.training.store(on, Ordering::Relaxed);
+    }
+}
+
+impl Module for Dropout {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        if !self.training.load(Ordering::Relaxed) || self.p == 0.0 {
+            return x.clone();
+        }
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let seed = Tensor::scalar(self.seed.wrapping_mul(0x9e37_79b9).wrapping_add(call) as i64);
+        let bound: Vec<crate::symint::SizeExpr> = x
+            .upper_bounds()
+            .iter()
+            .map(|&b| crate::symint::SizeExpr::constant(b as i64))
+            .collect();
+        let dtype = if x.dtype().is_float() {
+            x.dtype()
+        } else {
+            DType::F32
+        };
+        let u = Tensor::try_apply_on(
+            Op::RandomUniform {
+                dtype,
+                shape: bound,
+            },
+            &[&seed],
+            SmallVec::new(),
+            x.device(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        // Crop a bound-shaped draw to the real sizes of a dynamic input.
+        let mut u = u;
+        for (d, s) in x.sizes().iter().enumerate() {
+            if s.is_dynamic() {
+                u = u.index_select(d, &Tensor::arange_sym(s));
+            }
+        }
+        let keep = u.ge_scalar(self.p).to_dtype(dtype);
+        &(x * &keep) * (1.0 / (1.0 - self.p))
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
+}
+
+macro_rules! activation {
+    ($name:ident, $method:ident, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+        impl Module for $name {
+            fn forward(&self, x: &Tensor) -> Tensor {
+                x.$method()
+            }
+            fn parameters(&self) -> Vec<Tensor> {
+                Vec::new()
+            }
+        }
+    };
+}
+
+activation!(Relu, relu, "`max(x, 0)` as a module.");
+activation!(Gelu, gelu, "GELU as a module.");
+activation!(Sigmoid, sigmoid, "Sigmoid as a module.");
+activation!(Tanh, tanh, "Tanh as a module.");
+
+/// Modules applied in order.
+#[derive(Default)]
+pub struct Sequential {
+    layers: Vec<Box<dyn Module + Send + Sync>>,
+}
+
+impl Sequential {
+    /// An empty sequence.
+    pub fn new() -> Sequential {
+        Sequential::default()
+    }
+
+    /// Appends a module.
+    pub fn add(mut self, m: impl Module + Send + Sync + 'static) -> Sequential {
+        self.layers.push(Box::new(m));
+        self
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.layers.iter().fold(x.clone(), |h, m| m.forward(&h))
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        self.layers.iter().flat_map(|m| m.parameters()).collect()
+    }
+}
