@@ -177,3 +177,29 @@ backend_test! {
         assert!(!nz.is_requires_grad());
     }
 }
+
+backend_test! {
+    fn composite_layers_and_losses() {
+        use lazyxla::nn::{self, LayerNorm, Module};
+        check("remainder", &POS, &[2, 3], |x| x.remainder(&Tensor::from_vec(vec![0.5f64, 0.9, 1.3], &[3]).unwrap()));
+        check("clamp", &X, &[2, 3], |x| x.clamp(-1.0, 1.0));
+        check("layer_norm", &X, &[2, 3], |x| {
+            let ln = LayerNorm::new(3);
+            ln.forward(&x.to_dtype(DType::F32)).to_dtype(DType::F64) * 0.0 + {
+                // The same formula in f64 for a tight check.
+                let mean = x.mean_dims(&[-1], true);
+                let c = x - &mean;
+                &c * &(c.square().mean_dims(&[-1], true) + 1e-5).rsqrt()
+            }
+        });
+        let t = || Tensor::from_vec(vec![0.2f64, -0.1, 1.5, 0.3, 0.0, 2.0], &[2, 3]).unwrap();
+        check("mse", &X, &[2, 3], |x| nn::mse_loss(x, &t()));
+        check("smooth_l1", &X, &[2, 3], |x| nn::smooth_l1_loss(x, &t()));
+        let labels = || Tensor::from_vec(vec![1.0f64, 0.0, 1.0, 0.0, 0.0, 1.0], &[2, 3]).unwrap();
+        check("bce_with_logits", &X, &[2, 3], |x| nn::binary_cross_entropy_with_logits(x, &labels()));
+        let cls = || Tensor::from_vec(vec![2i64, 0], &[2]).unwrap();
+        check("cross_entropy", &X, &[2, 3], |x| nn::cross_entropy(x, &cls()));
+        let ids = || Tensor::from_vec(vec![1i64, 1, 0], &[3]).unwrap();
+        check("embedding_rows", &X, &[2, 3], |x| x.index_select(0, &ids()));
+    }
+}

@@ -137,13 +137,11 @@ impl Tensor {
         let shape = self.shape_exprs();
         let d = dim.resolve("mark_dynamic", &shape);
         let Some(len) = shape[d].as_const() else {
-            return Err(Error::invalid(
-                "mark_dynamic",
-                format!(
-                    "dimension {d} of {} is already dynamic",
-                    self.shape_string()
-                ),
-            ));
+            return Err(Error::DynamicUnsupported {
+                op: "mark_dynamic",
+                dim: d,
+                shape: self.shape_string(),
+            });
         };
         if len as usize > upper_bound {
             return Err(Error::BoundExceeded {

@@ -1,0 +1,98 @@
+//! DESIGN.md's table of dynamic-shape support and the runtime agree: every
+//! op listed as supporting dynamic inputs runs on one, and every op listed
+//! as "static dims only" rejects a dynamic dim with the error that names
+//! the op and suggests `pad_to_bound(fill)` or `materialize()`.
+
+mod common;
+
+use lazyxla::Tensor;
+use std::collections::BTreeMap;
+
+/// Rows of the table: op names (from the first column) -> support.
+fn table() -> BTreeMap<String, String> {
+    let design =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/DESIGN.md")).unwrap();
+    let start = design
+        .find("### Dynamic-shape support by op")
+        .expect("the table's heading");
+    let mut rows = BTreeMap::new();
+    for line in design[start..].lines().skip(4) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        for name in cells[1]
+            .split(['`', ',', ' ', '(', ')', '*'])
+            .filter(|s| !s.is_empty() && s.chars().all(|c| c == '_' || c.is_ascii_lowercase()))
+        {
+            rows.insert(name.to_string(), cells[2].to_string());
+        }
+    }
+    rows
+}
+
+/// Applies `op` to a dynamic input (a masked selection of 6 values, shaped
+/// `[<=6]` or `[<=6, 2]`).
+fn apply(op: &str) -> Option<()> {
+    let x = Tensor::from_vec(vec![1.0f32, -2.0, 3.0, 0.5, -1.0, 4.0], &[6]).unwrap();
+    let v = x.masked_select(&x.gt_scalar(0.0)); // [<=6]
+    let m = Tensor::stack(&[&v, &v.exp()], 1); // [<=6, 2]
+    let idx = v.gt_scalar(1.0).nonzero().flatten(); // [<=6] indices into v
+    let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    let out = match op {
+        "elementwise" | "add" | "where_cond" | "to_dtype" | "unary" => {
+            (&v + &v.exp()).to_dtype(lazyxla::DType::F64)
+        }
+        "sum" | "mean" | "max" | "min" => {
+            m.sum_dims(&[0], false) + m.mean() + m.max_dims(&[1], false).sum() + m.min()
+        }
+        "argmax" | "argmin" => (m.argmax(0) + m.argmin(1).sum()).to_dtype(lazyxla::DType::F32),
+        "matmul" => m.matmul(&w) + m.transpose(0, 1).matmul(&m).sum(),
+        "reshape" | "flatten" | "unsqueeze" => m.flatten().unsqueeze(0).reshape(&[-1, 2]).sum(),
+        "squeeze" => v.squeeze(0).sum(),
+        "permute" | "transpose" => m.permute(&[1, 0]).transpose(0, 1).sum(),
+        "expand" => v.unsqueeze(1).expand(&[v.size(0), 3.into()]).sum(),
+        "cat" | "stack" => Tensor::cat(&[&v, &v], 0).sum() + Tensor::stack(&[&v, &v], 0).sum(),
+        "index_select" | "gather" => {
+            v.index_select(0, &idx).sum()
+                + m.gather(1, &m.ge_scalar(1e9).to_dtype(lazyxla::DType::I64))
+                    .sum()
+        }
+        "softmax" | "log_softmax" => m.softmax(1).sum() + m.log_softmax(0).sum(),
+        "nonzero" | "masked_select" | "unique" | "unique_with_counts" => {
+            v.nonzero().to_dtype(lazyxla::DType::F32).sum()
+                + v.masked_select(&v.gt_scalar(1.0)).sum()
+                + v.unique().sum()
+                + v.unique_with_counts().1.to_dtype(lazyxla::DType::F32).sum()
+        }
+        "pad_to_bound" => v.pad_to_bound(0.0).sum(),
+        "narrow" => v.narrow(0, 0, 1).sum(),
+        "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
+        _ => return None,
+    };
+    out.to_dtype(lazyxla::DType::F32).to_vec::<f32>().unwrap();
+    Some(())
+}
+
+backend_test! {
+    fn table_and_errors_agree() {
+        let rows = table();
+        assert!(rows.len() > 25, "the table lost rows: {rows:?}");
+        for (op, support) in &rows {
+            if support.starts_with("yes") {
+                let r = std::panic::catch_unwind(|| apply(op));
+                assert!(matches!(r, Ok(Some(()))), "{op} is listed as supporting dynamic inputs but failed or is untested");
+            } else if support.starts_with("static dims only") {
+                let msg = common::panic_message(|| {
+                    apply(op).unwrap_or_else(|| panic!("untested"));
+                });
+                assert!(
+                    msg.contains(op.as_str()) && msg.contains("pad_to_bound(fill)") && msg.contains("materialize()") && msg.contains("<=6"),
+                    "{op}: the message does not match the table: {msg}"
+                );
+            } else {
+                panic!("unknown support value {support:?} for {op}");
+            }
+        }
+    }
+}
