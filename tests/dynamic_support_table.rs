@@ -68,6 +68,12 @@ fn apply(op: &str) -> Option<()> {
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
+        "mark_dynamic_as" => {
+            let other = Tensor::from_vec(vec![0.0f32; 3], &[3])
+                .unwrap()
+                .mark_dynamic(0, 6);
+            v.mark_dynamic_as(0, &other, 0).sum()
+        }
         _ => return None,
     };
     out.to_dtype(lazyxla::DType::F32).to_vec::<f32>().unwrap();

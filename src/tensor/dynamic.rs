@@ -94,7 +94,7 @@ impl Tensor {
         dim: impl DimIndex,
         upper_bound: usize,
     ) -> crate::Result<Tensor> {
-        self.mark_dynamic_with(dim, upper_bound, None)
+        self.mark_dynamic_with("mark_dynamic", dim, upper_bound, None)
     }
 
     /// Declares dimension `dim` dynamic with the same size as dimension
@@ -122,7 +122,7 @@ impl Tensor {
                 other.shape_string()
             );
         };
-        match self.mark_dynamic_with(dim, var.0.hi as usize, Some(var)) {
+        match self.mark_dynamic_with("mark_dynamic_as", dim, var.0.hi as usize, Some(var)) {
             Ok(t) => t,
             Err(e) => panic!("{e}"),
         }
@@ -130,6 +130,7 @@ impl Tensor {
 
     fn mark_dynamic_with(
         &self,
+        op: &'static str,
         dim: impl DimIndex,
         upper_bound: usize,
         same_as: Option<VarRef>,
@@ -138,7 +139,7 @@ impl Tensor {
         let d = dim.resolve("mark_dynamic", &shape);
         let Some(len) = shape[d].as_const() else {
             return Err(Error::DynamicUnsupported {
-                op: "mark_dynamic",
+                op,
                 dim: d,
                 shape: self.shape_string(),
             });
