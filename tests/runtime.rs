@@ -169,3 +169,33 @@ fn printer_shows_bounds_dimension_variables_and_zones() {
         insta::assert_snapshot!("two_zones", debug::ir_text(&[&u, &both, &s.mean()]));
     });
 }
+
+/// The reference backend reports an index out of range as an execution
+/// error (XLA clamps indices instead), which makes it the vehicle for
+/// checking what the runtime does with a failed step.
+#[test]
+fn a_failed_step_loses_nothing() {
+    common::run_on(&lazyxla::Device::reference(), || {
+        let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+        let good = &a * 2.0;
+        let bad_index = Tensor::from_vec(vec![0i64, 7], &[2]).unwrap();
+        let bad = a.index_select(0, &bad_index);
+        let err = mark_step().expect_err("an index out of range must fail the step");
+        assert!(err.to_string().contains("index"), "{err}");
+        // Nothing was lost: data reads, the good pending tensor is still
+        // pending and computes once the bad one is gone.
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(bad.to_vec::<f32>().is_err());
+        drop(bad);
+        mark_step().unwrap();
+        assert_eq!(good.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0]);
+    });
+}
+
+#[test]
+fn tensors_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tensor>();
+    check::<lazyxla::SymInt>();
+    check::<lazyxla::Device>();
+}
