@@ -17,6 +17,7 @@
 //! The format is stable: snapshot tests depend on it.
 
 use super::op::{Lit, Op};
+use crate::dtype::DType;
 use crate::runtime::program::Program;
 use crate::symint::{SizeExpr, VarRef};
 use std::fmt::Write;
@@ -121,7 +122,11 @@ pub(crate) fn print_program(p: &Program) -> String {
     let mut next = 0;
     for n in &p.nodes {
         match &n.op {
-            Op::Scalar { value, dtype } => name.push(format!("{}:{dtype}", lit(*value))),
+            Op::Scalar { value, dtype } => name.push(match dtype {
+                DType::F32 | DType::F64 => format!("{}:{dtype}", lit(*value)),
+                DType::Bool => format!("{}:{dtype}", value.0 != 0.0),
+                DType::I32 | DType::I64 => format!("{}:{dtype}", value.0 as i64),
+            }),
             _ => {
                 name.push(node_name(next));
                 next += 1;
