@@ -105,8 +105,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                 return Err(Error::dtype(
                     name,
                     format!(
-                        "does not accept dtype {}; convert with to_dtype first",
-                        x.dtype
+                        "does not accept dtype {} (operand shapes {} and {}); convert with to_dtype first",
+                        x.dtype,
+                        shape_string(&x.shape),
+                        shape_string(&y.shape)
                     ),
                 ));
             }

@@ -4,6 +4,7 @@
 use super::{size_deps_for, Tensor};
 use crate::dtype::{result_type, DType, Priority};
 use crate::ir::infer::size_mismatch;
+use crate::ir::node::shape_string;
 use crate::ir::{BinaryOp, CmpOp, Op, UnaryOp};
 use crate::symint::SizeExpr;
 use smallvec::SmallVec;
@@ -24,8 +25,19 @@ fn priority(t: &Tensor) -> Priority {
     }
 }
 
-/// The broadcast shape of two shapes (right-aligned, size 1 stretches).
+/// The broadcast shape of two shapes (right-aligned, size 1 stretches);
+/// panics with the message of [`try_broadcast_shapes`].
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr]) -> Vec<SizeExpr> {
+    try_broadcast_shapes(op, a, b).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The broadcast shape of two shapes, or the error naming both shapes and
+/// the way to make them broadcast.
+pub(crate) fn try_broadcast_shapes(
+    op: &'static str,
+    a: &[SizeExpr],
+    b: &[SizeExpr],
+) -> crate::Result<Vec<SizeExpr>> {
     let r = a.len().max(b.len());
     let one = SizeExpr::constant(1);
     (0..r)
@@ -41,11 +53,20 @@ pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr])
                 &one
             };
             if x == y || y.as_const() == Some(1) {
-                x.clone()
+                Ok(x.clone())
             } else if x.as_const() == Some(1) {
-                y.clone()
+                Ok(y.clone())
+            } else if x.as_const().is_some() && y.as_const().is_some() {
+                Err(crate::Error::shape(
+                    op,
+                    format!(
+                        "cannot broadcast shapes {} and {}: sizes {x} and {y} at dim {i} of the result are neither equal nor 1; reshape, expand or narrow an operand so that they broadcast",
+                        shape_string(a),
+                        shape_string(b)
+                    ),
+                ))
             } else {
-                panic!("{}", size_mismatch(op, x, y, a, b))
+                Err(size_mismatch(op, x, y, a, b))
             }
         })
         .collect()

@@ -59,7 +59,7 @@ impl Tensor {
         } else {
             self.to_dtype(crate::DType::F32)
         };
-        let e = (&x - &x.max_dims(&[d], true)).exp();
+        let e = (&x - &x.max_keepdim_unchecked(d)).exp();
         &e / &e.sum_dims(&[d], true)
     }
 
@@ -71,7 +71,7 @@ impl Tensor {
         } else {
             self.to_dtype(crate::DType::F32)
         };
-        let shifted = &x - &x.max_dims(&[d], true);
+        let shifted = &x - &x.max_keepdim_unchecked(d);
         let lse = shifted.exp().sum_dims(&[d], true).log();
         &shifted - &lse
     }

@@ -1,6 +1,6 @@
 //! Matrix multiplication with `torch.matmul`'s rules.
 
-use super::elementwise::broadcast_shapes;
+use super::elementwise::try_broadcast_shapes;
 use super::Tensor;
 use crate::dtype::{result_type, Priority};
 use crate::ir::node::shape_string;
@@ -48,7 +48,14 @@ impl Tensor {
                 )
             );
         }
-        let batch = broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+        let batch = try_broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2])
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{e} (the batch dims of operand shapes {} and {} must broadcast)",
+                    shape_string(&self.shape_exprs()),
+                    shape_string(&other.shape_exprs())
+                )
+            });
         let full = |s: &[crate::symint::SizeExpr], t: &Tensor| {
             let mut shape = batch.clone();
             shape.extend_from_slice(&s[s.len() - 2..]);

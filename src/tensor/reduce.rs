@@ -43,6 +43,31 @@ impl Tensor {
         }
     }
 
+    /// Max and min have no identity: reducing a dimension that is
+    /// statically empty is an error, as in PyTorch. (A dynamic dimension
+    /// whose real size is 0 reduces to the identity of XLA's reduction.)
+    fn check_nonempty(&self, op: &'static str, dims: &[usize]) {
+        let shape = self.shape_exprs();
+        if let Some(&d) = dims.iter().find(|&&d| shape[d].as_const() == Some(0)) {
+            panic!(
+                "{}",
+                crate::Error::shape(
+                    op,
+                    format!(
+                        "cannot reduce dimension {d} of {}: it has no elements and {op} has no identity; reduce over another dim, or check numel before reducing",
+                        self.shape_string()
+                    )
+                )
+            );
+        }
+    }
+
+    /// The maximum over `dim`, kept as size 1, without the emptiness check
+    /// (for softmax, whose result over an empty dim is empty anyway).
+    pub(crate) fn max_keepdim_unchecked(&self, dim: usize) -> Tensor {
+        self.reduce(ReduceKind::Max, vec![dim], true)
+    }
+
     /// `reduced` with size-1 dims put back at `dims` of `original`.
     fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
         let shape: Vec<SizeExpr> = original
@@ -114,29 +139,36 @@ impl Tensor {
 
     /// The largest element.
     pub fn max(&self) -> Tensor {
-        self.reduce(ReduceKind::Max, (0..self.rank()).collect(), false)
+        let all: Vec<usize> = (0..self.rank()).collect();
+        self.check_nonempty("max", &all);
+        self.reduce(ReduceKind::Max, all, false)
     }
 
     /// The largest elements over `dims`.
     pub fn max_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("max_dims", dims);
+        self.check_nonempty("max_dims", &ds);
         self.reduce(ReduceKind::Max, ds, keepdim)
     }
 
     /// The smallest element.
     pub fn min(&self) -> Tensor {
-        self.reduce(ReduceKind::Min, (0..self.rank()).collect(), false)
+        let all: Vec<usize> = (0..self.rank()).collect();
+        self.check_nonempty("min", &all);
+        self.reduce(ReduceKind::Min, all, false)
     }
 
     /// The smallest elements over `dims`.
     pub fn min_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("min_dims", dims);
+        self.check_nonempty("min_dims", &ds);
         self.reduce(ReduceKind::Min, ds, keepdim)
     }
 
     /// The index (I64) of the first largest element along `dim`.
     pub fn argmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmax", &self.shape_exprs());
+        self.check_nonempty("argmax", &[d]);
         Tensor::apply(
             Op::ArgReduce {
                 kind: ArgKind::Max,
@@ -150,6 +182,7 @@ impl Tensor {
     /// The index (I64) of the first smallest element along `dim`.
     pub fn argmin(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmin", &self.shape_exprs());
+        self.check_nonempty("argmin", &[d]);
         Tensor::apply(
             Op::ArgReduce {
                 kind: ArgKind::Min,

@@ -73,6 +73,16 @@ impl Tensor {
             );
         }
         let p: Vec<usize> = perm.iter().map(|d| d.resolve("permute", &shape)).collect();
+        let mut seen = vec![false; p.len()];
+        for &d in &p {
+            if std::mem::replace(&mut seen[d], true) {
+                panic!(
+                    "permute: {:?} names dimension {d} twice; it must list each dim of the tensor (shape {}) once",
+                    perm.iter().map(|d| d.signed()).collect::<Vec<_>>(),
+                    shape_string(&shape)
+                );
+            }
+        }
         if p.iter().enumerate().all(|(i, &d)| i == d) {
             return self.clone();
         }
@@ -188,6 +198,19 @@ impl Tensor {
             .unwrap_or_else(|| panic!("stack: needs at least one tensor"));
         let shape = first.shape_exprs();
         let d = resolve_in(dim.signed(), "stack", &shape, shape.len() + 1);
+        for t in &tensors[1..] {
+            let other = t.shape_exprs();
+            if other.len() != shape.len() {
+                panic!(
+                    "stack: all tensors need the same shape; got {} and {} (different ranks)",
+                    shape_string(&shape),
+                    shape_string(&other)
+                );
+            }
+            if let Some((x, y)) = shape.iter().zip(&other).find(|(x, y)| x != y) {
+                panic!("{}", size_mismatch("stack", x, y, &shape, &other));
+            }
+        }
         let expanded: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
         let refs: Vec<&Tensor> = expanded.iter().collect();
         Tensor::cat(&refs, d)

@@ -1,0 +1,311 @@
+//! Shape and indexing ops against hand-computed values: reshape (one -1),
+//! flatten, permute, transpose, unsqueeze, squeeze, expand, cat, stack,
+//! narrow, index_select, gather; negative dims, empty tensors, and the
+//! messages of misuse.
+
+mod common;
+
+use common::panic_message;
+use lazyxla::{DType, SymInt, Tensor};
+
+fn f32s(v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_slice(v, shape).unwrap()
+}
+
+fn i64s(v: &[i64], shape: &[usize]) -> Tensor {
+    Tensor::from_slice(v, shape).unwrap()
+}
+
+/// 0..n as f32 in `shape`.
+fn iota(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    f32s(&(0..n).map(|i| i as f32).collect::<Vec<_>>(), shape)
+}
+
+fn sizes(t: &Tensor) -> Vec<usize> {
+    t.concrete_shape().unwrap()
+}
+
+backend_test! {
+    fn reshape_and_flatten() {
+        let x = iota(&[2, 3]);
+        let r = x.reshape(&[3, 2]);
+        assert_eq!(sizes(&r), vec![3, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(sizes(&x.reshape(&[-1, 2])), vec![3, 2]);
+        assert_eq!(sizes(&x.reshape(&[1, -1, 1])), vec![1, 6, 1]);
+        assert_eq!(sizes(&x.reshape(&[6])), vec![6]);
+        let f = iota(&[2, 2, 2]).flatten();
+        assert_eq!(sizes(&f), vec![8]);
+        assert_eq!(f.to_vec::<f32>().unwrap(), (0..8).map(|i| i as f32).collect::<Vec<_>>());
+        // Rank 0 <-> [1].
+        let s = Tensor::scalar(7i64);
+        assert_eq!(sizes(&s.flatten()), vec![1]);
+        assert_eq!(sizes(&s.reshape(&[1, 1])), vec![1, 1]);
+        assert_eq!(i64s(&[7], &[1]).reshape(&[]).rank(), 0);
+        // Empty: -1 next to a nonzero size.
+        let e = Tensor::zeros(&[0, 4], DType::F32);
+        assert_eq!(sizes(&e.reshape(&[-1, 2])), vec![0, 2]);
+        assert_eq!(sizes(&e.flatten()), vec![0]);
+    }
+}
+
+backend_test! {
+    fn reshape_misuse_panics_with_a_clear_message() {
+        let x = iota(&[2, 3]);
+        let msg = panic_message(|| {
+            let _ = x.reshape(&[-1, -1]);
+        });
+        assert!(msg.contains("reshape") && msg.contains("one -1") && msg.contains("[2, 3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.reshape(&[4, 2]);
+        });
+        assert!(msg.contains("reshape") && msg.contains("[2, 3]") && msg.contains("[4, 2]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.reshape(&[-1, 4]);
+        });
+        assert!(msg.contains("reshape") && msg.contains("[2, 3]") && msg.contains("multiple of 4"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.reshape(&[-2, 3]);
+        });
+        assert!(msg.contains("reshape") && msg.contains("[2, 3]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn permute_and_transpose() {
+        let x = iota(&[2, 3]);
+        let t = x.transpose(0, 1);
+        assert_eq!(sizes(&t), vec![3, 2]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(x.transpose(-1, -2).to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
+        assert_eq!(x.transpose(1, 1).to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+        // [2, 3, 2] permuted to [2, 2, 3] with (0, 2, 1).
+        let y = iota(&[2, 3, 2]);
+        let p = y.permute(&[0, 2, 1]);
+        assert_eq!(sizes(&p), vec![2, 2, 3]);
+        assert_eq!(
+            p.to_vec::<f32>().unwrap(),
+            vec![0.0, 2.0, 4.0, 1.0, 3.0, 5.0, 6.0, 8.0, 10.0, 7.0, 9.0, 11.0]
+        );
+        // Negative entries; (2, 0, 1) moves the last dim first.
+        let q = y.permute(&[-1, 0, 1]);
+        assert_eq!(sizes(&q), vec![2, 2, 3]);
+        assert_eq!(q.to_vec::<f32>().unwrap(), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0]);
+        // Empty.
+        assert_eq!(sizes(&Tensor::zeros(&[0, 2], DType::F32).transpose(0, 1)), vec![2, 0]);
+    }
+}
+
+backend_test! {
+    fn permute_misuse_panics_with_a_clear_message() {
+        let x = iota(&[2, 3]);
+        let msg = panic_message(|| {
+            let _ = x.permute(&[0]);
+        });
+        assert!(msg.starts_with("permute") && msg.contains("rank 2") && msg.contains("[2, 3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.permute(&[1, 1]);
+        });
+        assert!(msg.starts_with("permute") && msg.contains("[1, 1]") && msg.contains("[2, 3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.permute(&[0, 2]);
+        });
+        assert!(msg.starts_with("permute") && msg.contains("dimension 2") && msg.contains("[2, 3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.transpose(0, -3);
+        });
+        assert!(msg.starts_with("transpose") && msg.contains("-3") && msg.contains("[2, 3]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn unsqueeze_and_squeeze() {
+        let x = f32s(&[1.0, 2.0, 3.0], &[3]);
+        assert_eq!(sizes(&x.unsqueeze(0)), vec![1, 3]);
+        assert_eq!(sizes(&x.unsqueeze(1)), vec![3, 1]);
+        assert_eq!(sizes(&x.unsqueeze(-1)), vec![3, 1]);
+        assert_eq!(sizes(&x.unsqueeze(-2)), vec![1, 3]);
+        assert_eq!(x.unsqueeze(1).to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(sizes(&Tensor::scalar(1.0f32).unsqueeze(0)), vec![1]);
+        let y = Tensor::zeros(&[1, 3, 1], DType::F32);
+        assert_eq!(sizes(&y.squeeze(0)), vec![3, 1]);
+        assert_eq!(sizes(&y.squeeze(-1)), vec![1, 3]);
+        // A dim whose size is not 1 stays.
+        assert_eq!(sizes(&y.squeeze(1)), vec![1, 3, 1]);
+        assert_eq!(x.unsqueeze(0).squeeze(0).to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+        let msg = panic_message(|| {
+            let _ = x.unsqueeze(2);
+        });
+        assert!(msg.starts_with("unsqueeze") && msg.contains("dimension 2") && msg.contains("[3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.squeeze(-2);
+        });
+        assert!(msg.starts_with("squeeze") && msg.contains("-2") && msg.contains("[3]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn expand_repeats_size_one_dims() {
+        let c = f32s(&[1.0, 2.0], &[2, 1]);
+        let e = c.expand(&[2.into(), 3.into()]);
+        assert_eq!(sizes(&e), vec![2, 3]);
+        assert_eq!(e.to_vec::<f32>().unwrap(), vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+        // -1 keeps a dim; new leading dims.
+        let e = c.expand(&[SymInt::from(2), SymInt::from(-1), SymInt::from(2)]);
+        assert_eq!(sizes(&e), vec![2, 2, 2]);
+        let e = c.expand(&[SymInt::from(2), SymInt::from(2), SymInt::from(-1)]);
+        assert_eq!(sizes(&e), vec![2, 2, 1]);
+        assert_eq!(e.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 1.0, 2.0]);
+        // To size 0.
+        assert_eq!(sizes(&c.expand(&[2.into(), 0.into()])), vec![2, 0]);
+        let msg = panic_message(|| {
+            let _ = c.expand(&[3.into(), 3.into()]);
+        });
+        assert!(msg.starts_with("expand") && msg.contains("[2, 1]") && msg.contains("2 and 3"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = c.expand(&[3.into()]);
+        });
+        assert!(msg.starts_with("expand") && msg.contains("rank 2") && msg.contains("[2, 1]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn cat_along_each_dim() {
+        let a = iota(&[2, 2]);
+        let b = f32s(&[10.0, 11.0], &[1, 2]);
+        let r = Tensor::cat(&[&a, &b], 0);
+        assert_eq!(sizes(&r), vec![3, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 10.0, 11.0]);
+        let c = f32s(&[7.0, 8.0], &[2, 1]);
+        let r = Tensor::cat(&[&a, &c, &a], -1);
+        assert_eq!(sizes(&r), vec![2, 5]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 7.0, 0.0, 1.0, 2.0, 3.0, 8.0, 2.0, 3.0]);
+        // Dtypes promote; empty pieces are fine; one tensor is itself.
+        let r = Tensor::cat(&[&i64s(&[1, 2], &[2]), &f32s(&[0.5], &[1]), &f32s(&[], &[0])], 0);
+        assert_eq!(r.dtype(), DType::F32);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 0.5]);
+        assert_eq!(Tensor::cat(&[&a], 1).to_vec::<f32>().unwrap(), a.to_vec::<f32>().unwrap());
+    }
+}
+
+backend_test! {
+    fn cat_misuse_panics_with_a_clear_message() {
+        let a = iota(&[2, 2]);
+        let msg = panic_message(|| {
+            let _ = Tensor::cat(&[&a, &iota(&[3, 3])], 0);
+        });
+        assert!(msg.starts_with("cat") && msg.contains("[2, 2]") && msg.contains("[3, 3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = Tensor::cat(&[&a, &iota(&[2])], 0);
+        });
+        assert!(msg.starts_with("cat") && msg.contains("rank") && msg.contains("[2]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = Tensor::cat(&[], 0);
+        });
+        assert!(msg.starts_with("cat") && msg.contains("at least one"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = Tensor::cat(&[&a, &a], 2);
+        });
+        assert!(msg.starts_with("cat") && msg.contains("dimension 2") && msg.contains("[2, 2]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn stack_along_new_dims() {
+        let a = f32s(&[1.0, 2.0], &[2]);
+        let b = f32s(&[3.0, 4.0], &[2]);
+        let r = Tensor::stack(&[&a, &b], 0);
+        assert_eq!(sizes(&r), vec![2, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+        let r = Tensor::stack(&[&a, &b, &a], 1);
+        assert_eq!(sizes(&r), vec![2, 3]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 1.0, 2.0, 4.0, 2.0]);
+        assert_eq!(Tensor::stack(&[&a, &b], -1).to_vec::<f32>().unwrap(), vec![1.0, 3.0, 2.0, 4.0]);
+        // Scalars stack into a vector.
+        let s = Tensor::stack(&[&Tensor::scalar(1i64), &Tensor::scalar(2i64)], 0);
+        assert_eq!(sizes(&s), vec![2]);
+        assert_eq!(s.to_vec::<i64>().unwrap(), vec![1, 2]);
+        let msg = panic_message(|| {
+            let _ = Tensor::stack(&[&a, &f32s(&[1.0, 2.0, 3.0], &[3])], 0);
+        });
+        assert!(msg.contains("stack") && msg.contains("[2]") && msg.contains("[3]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = Tensor::stack(&[&a, &b], 2);
+        });
+        assert!(msg.starts_with("stack") && msg.contains("dimension 2"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn narrow_slices_a_range() {
+        let x = iota(&[3, 4]);
+        let r = x.narrow(1, 1, 2);
+        assert_eq!(sizes(&r), vec![3, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 5.0, 6.0, 9.0, 10.0]);
+        let r = x.narrow(-2, 2, 1);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![8.0, 9.0, 10.0, 11.0]);
+        assert_eq!(sizes(&x.narrow(0, 3, 0)), vec![0, 4]);
+        let msg = panic_message(|| {
+            let _ = x.narrow(1, 3, 2);
+        });
+        assert!(msg.starts_with("narrow") && msg.contains("[3, 4]") && msg.contains("start 3"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.narrow(2, 0, 1);
+        });
+        assert!(msg.starts_with("narrow") && msg.contains("dimension 2") && msg.contains("[3, 4]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn index_select_along_each_dim() {
+        let x = iota(&[3, 2]);
+        let idx = i64s(&[2, 0, 2], &[3]);
+        let r = x.index_select(0, &idx);
+        assert_eq!(sizes(&r), vec![3, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![4.0, 5.0, 0.0, 1.0, 4.0, 5.0]);
+        let r = x.index_select(-1, &Tensor::from_vec(vec![1i32], &[1]).unwrap());
+        assert_eq!(sizes(&r), vec![3, 1]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 5.0]);
+        // No indices: an empty selection.
+        assert_eq!(sizes(&x.index_select(0, &i64s(&[], &[0]))), vec![0, 2]);
+        let msg = panic_message(|| {
+            let _ = x.index_select(0, &i64s(&[0, 1], &[1, 2]));
+        });
+        assert!(msg.starts_with("index_select") && msg.contains("1-D") && msg.contains("[1, 2]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.index_select(0, &f32s(&[0.0], &[1]));
+        });
+        assert!(msg.starts_with("index_select") && msg.contains("f32") && msg.contains("i64"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.index_select(2, &idx);
+        });
+        assert!(msg.starts_with("index_select") && msg.contains("dimension 2") && msg.contains("[3, 2]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn gather_along_each_dim() {
+        // torch.gather([[1, 2], [3, 4]], 1, [[0, 0], [1, 0]]) = [[1, 1], [4, 3]]
+        let x = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        let idx = i64s(&[0, 0, 1, 0], &[2, 2]);
+        let r = x.gather(1, &idx);
+        assert_eq!(sizes(&r), vec![2, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0, 1.0, 4.0, 3.0]);
+        // Along dim 0: out[i][j] = x[idx[i][j]][j].
+        let r = x.gather(0, &i64s(&[1, 0, 0, 0, 1, 1], &[3, 2]));
+        assert_eq!(sizes(&r), vec![3, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![3.0, 2.0, 1.0, 2.0, 3.0, 4.0]);
+        // Fewer indices along dim than the input's size.
+        let r = x.gather(-1, &i64s(&[1, 0], &[2, 1]));
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+        let msg = panic_message(|| {
+            let _ = x.gather(1, &i64s(&[0, 1], &[2]));
+        });
+        assert!(msg.starts_with("gather") && msg.contains("rank") && msg.contains("[2]") && msg.contains("[2, 2]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = x.gather(1, &i64s(&[0, 0, 0], &[3, 1]));
+        });
+        assert!(msg.starts_with("gather") && msg.contains("[3, 1]") && msg.contains("[2, 2]"), "{msg}");
+    }
+}
