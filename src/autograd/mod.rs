@@ -18,8 +18,8 @@ mod rules;
 use crate::ir::node::topo_order;
 use crate::ir::Node;
 use crate::tensor::Tensor;
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -141,7 +141,7 @@ impl Tensor {
             let order = topo_order(std::slice::from_ref(&root), |n| {
                 n.grad_leaf.is_some() || !n.requires_grad
             });
-            let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
+            let mut grads: FxHashMap<*const Node, Tensor> = FxHashMap::default();
             grads.insert(
                 Arc::as_ptr(&root),
                 Tensor::from_node(root.clone(), &device).ones_like(),
@@ -167,7 +167,7 @@ impl Tensor {
                     .iter()
                     .map(|i| Tensor::from_node(i.clone(), &device))
                     .collect();
-                let out = Tensor::from_node(n.clone(), &device);
+                let out = Tensor::from_node(Arc::clone(n), &device);
                 let input_grads = rules::input_grads(&n.op, &inputs, &out, &g);
                 for ((input, node), ig) in inputs.iter().zip(&n.inputs).zip(input_grads) {
                     let Some(ig) = ig else { continue };

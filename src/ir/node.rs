@@ -5,8 +5,8 @@ use crate::dtype::DType;
 use crate::runtime::device_data::DeviceData;
 use crate::symint::SizeExpr;
 use crate::tensor::TensorInner;
+use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -98,10 +98,6 @@ impl Node {
         self.shape.iter().map(|d| d.hi().max(0) as usize).collect()
     }
 
-    /// Every predecessor that must be computed before this node.
-    pub(crate) fn deps(&self) -> impl Iterator<Item = &Arc<Node>> {
-        self.inputs.iter().chain(self.size_deps.iter())
-    }
 }
 
 impl Drop for Node {
@@ -138,15 +134,18 @@ pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
 
 /// The nodes reachable from `roots` in topological order (inputs first),
 /// computed without recursion. `stop(n)` marks nodes whose predecessors are
-/// not visited (they are treated as leaves).
-pub(crate) fn topo_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<Arc<Node>> {
+/// not visited (they are treated as leaves). Borrows instead of cloning:
+/// the roots keep every reachable node alive.
+pub(crate) fn topo_order<'a>(
+    roots: &'a [Arc<Node>],
+    stop: impl Fn(&Node) -> bool,
+) -> Vec<&'a Arc<Node>> {
     let mut order = Vec::new();
-    let mut seen: HashSet<*const Node> = HashSet::new();
+    let mut seen: FxHashSet<*const Node> = FxHashSet::default();
     // (node, whether its deps were already pushed)
-    let mut stack: Vec<(Arc<Node>, bool)> =
-        roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    let mut stack: Vec<(&'a Arc<Node>, bool)> = roots.iter().rev().map(|r| (r, false)).collect();
     while let Some((n, expanded)) = stack.pop() {
-        let key = Arc::as_ptr(&n);
+        let key = Arc::as_ptr(n);
         if expanded {
             if seen.insert(key) {
                 order.push(n);
@@ -156,11 +155,11 @@ pub(crate) fn topo_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> V
         if seen.contains(&key) {
             continue;
         }
-        stack.push((n.clone(), true));
-        if !stop(&n) {
-            for d in n.deps().collect::<Vec<_>>().into_iter().rev() {
+        stack.push((n, true));
+        if !stop(n) {
+            for d in n.size_deps.iter().rev().chain(n.inputs.iter().rev()) {
                 if !seen.contains(&Arc::as_ptr(d)) {
-                    stack.push((d.clone(), false));
+                    stack.push((d, false));
                 }
             }
         }

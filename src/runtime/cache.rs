@@ -9,13 +9,15 @@ use std::sync::LazyLock;
 /// Key: the device's identity and the program's canonical encoding.
 type Key = (usize, Vec<u8>);
 
-static CACHE: LazyLock<Mutex<LruCache<Key, ExecutableRef>>> = LazyLock::new(|| {
+type Cache = LruCache<Key, ExecutableRef, rustc_hash::FxBuildHasher>;
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
     let cap = std::env::var("LAZYXLA_CACHE_SIZE")
         .ok()
         .and_then(|v| v.parse().ok())
         .and_then(NonZeroUsize::new)
         .unwrap_or(NonZeroUsize::new(256).expect("nonzero"));
-    Mutex::new(LruCache::new(cap))
+    Mutex::new(LruCache::with_hasher(cap, rustc_hash::FxBuildHasher))
 });
 
 pub(crate) fn get(key: &Key) -> Option<ExecutableRef> {

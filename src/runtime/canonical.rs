@@ -8,7 +8,7 @@ use crate::ir::node::topo_order;
 use crate::ir::{Node, Op};
 use crate::symint::{SizeExpr, VarRef};
 use crate::{Error, Result};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// A program ready to run: the program and what this execution passes it.
@@ -64,7 +64,7 @@ pub(crate) fn trace(
 ) -> Result<Traced> {
     let all: Vec<Arc<Node>> = roots.iter().chain(include).cloned().collect();
     let order = topo_order(&all, |_| false);
-    let index: HashMap<*const Node, usize> = order
+    let index: FxHashMap<*const Node, usize> = order
         .iter()
         .enumerate()
         .map(|(i, n)| (Arc::as_ptr(n), i))
@@ -76,10 +76,10 @@ pub(crate) fn trace(
     let mut vars: Vec<VarInfo> = Vec::new();
     let mut var_args = Vec::new();
     // Where each variable can be read, among nodes already placed.
-    let mut defined: HashMap<u64, VarSource> = HashMap::new();
+    let mut defined: FxHashMap<u64, VarSource> = FxHashMap::default();
 
     let mut need =
-        |v: &VarRef, defined: &HashMap<u64, VarSource>, vars: &mut Vec<VarInfo>| -> Result<()> {
+        |v: &VarRef, defined: &FxHashMap<u64, VarSource>, vars: &mut Vec<VarInfo>| -> Result<()> {
             if vars.iter().any(|i| &i.var == v) {
                 return Ok(());
             }
