@@ -1,0 +1,188 @@
+//! The acceptance cases of issue 3, written as a user would: dynamic
+//! zones started by `nonzero`, `masked_select`, `unique` and
+//! `mark_dynamic`, sizes printed with bounds, real values, one compile
+//! per structure, and clear errors.
+
+mod common;
+
+use common::{assert_close, panic_message};
+use lazyxla::{mark_step, metrics, DType, Tensor};
+
+/// A small deterministic generator for host-side test data.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+backend_test! {
+    fn nonzero_sizes_print_bounds_and_arithmetic_follows() {
+        let a = Tensor::from_vec(vec![1.0f32, 2.0, 0.0, 1.0, 3.0], &[5]).unwrap();
+        let b = a.nonzero();
+        assert_eq!(b.dtype(), DType::I64);
+        assert_eq!(b.size(0).to_string(), "<=5");
+        assert_eq!(b.size(1).to_string(), "1");
+        assert!(b.is_dynamic());
+        assert_eq!(b.upper_bounds(), vec![5, 1]);
+        let d = &b * 2 + 1;
+        assert_eq!(d.dtype(), DType::I64);
+        assert_eq!(d.size(0).to_string(), "<=5");
+        let v = d.to_ndarray::<i64>().unwrap();
+        assert_eq!(v.shape(), &[4, 1]);
+        assert_eq!(d.to_vec::<i64>().unwrap(), vec![1, 3, 7, 9]);
+        assert_eq!(d.size(0).materialize().unwrap(), 4);
+        assert_eq!(b.concrete_shape().unwrap(), vec![4, 1]);
+    }
+}
+
+backend_test! {
+    fn masked_select_keeps_the_selected_values() {
+        let x = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 0.0, 3.0, 4.0], &[6]).unwrap();
+        let y = x.masked_select(&x.ge_scalar(2.0));
+        assert_eq!(y.size(0).to_string(), "<=6");
+        assert_eq!(y.dtype(), DType::F32);
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
+        assert_eq!(y.size(0).materialize().unwrap(), 3);
+    }
+}
+
+backend_test! {
+    fn nonzero_of_a_matrix_broadcasts_with_static_size_one_dims() {
+        let x = Tensor::from_vec(vec![1.0f32, 0.0, 3.0, 5.0, 0.0, 6.0], &[1, 6]).unwrap();
+        let nz = x.nonzero();
+        assert_eq!(nz.shape_string(), "[<=6, 2]");
+        assert_eq!(nz.upper_bounds(), vec![6, 2]);
+        assert_eq!(nz.to_vec::<i64>().unwrap(), vec![0, 0, 0, 2, 0, 3, 0, 5]);
+        assert_eq!(nz.concrete_shape().unwrap(), vec![4, 2]);
+        let ones = Tensor::ones(&[1, 2], DType::I64);
+        let r = &nz + &ones;
+        assert_eq!(r.shape_string(), "[<=6, 2]");
+        assert_eq!(r.to_ndarray::<i64>().unwrap().shape(), &[4, 2]);
+        assert_eq!(r.to_vec::<i64>().unwrap(), vec![1, 1, 1, 3, 1, 4, 1, 6]);
+        let msg = panic_message(|| {
+            let _ = &nz + &Tensor::ones(&[2, 2], DType::I64);
+        });
+        assert!(msg.starts_with("add"), "{msg}");
+        assert!(msg.contains("[<=6, 2]") && msg.contains("[2, 2]"), "{msg}");
+        assert!(msg.contains("pad_to_bound(fill)"), "the message should give the way out: {msg}");
+        // The runtime is fine afterwards.
+        assert_eq!(r.sum().item::<i64>().unwrap(), 18);
+    }
+}
+
+backend_test! {
+    fn seed_example_compiles_once_over_thirty_inputs() {
+        let mut g = Lcg(12345);
+        for step in 0..30 {
+            let bits: Vec<f32> = (0..25).map(|_| (g.next() % 2) as f32).collect();
+            let t1 = Tensor::from_vec(bits.clone(), &[5, 5]).unwrap();
+            let t2 = t1.nonzero();
+            let t3 = t2.pow(2.0);
+            let t4 = t3.sum();
+            let t5 = &t4 + 2.0;
+            assert!(t2.is_dynamic() && t3.is_dynamic(), "step {step}");
+            assert!(!t4.is_dynamic() && !t5.is_dynamic(), "step {step}");
+            assert_eq!(t2.size(0).to_string(), "<=25");
+            assert_eq!(t3.shape_string(), "[<=25, 2]");
+            mark_step().unwrap();
+            let want: f32 = bits
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b != 0.0)
+                .map(|(i, _)| ((i / 5) * (i / 5) + (i % 5) * (i % 5)) as f32)
+                .sum::<f32>()
+                + 2.0;
+            assert_eq!(t5.item::<f32>().unwrap(), want, "step {step}");
+            let count = bits.iter().filter(|&&b| b != 0.0).count();
+            assert_eq!(t2.to_vec::<i64>().unwrap().len(), 2 * count, "step {step}");
+        }
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+        assert_eq!(metrics::counter("CachedCompile"), 29, "{}", metrics::report());
+    }
+}
+
+backend_test! {
+    fn unique_with_counts() {
+        let x = Tensor::from_vec(vec![3i64, 1, 3, 2, 1], &[5]).unwrap();
+        let u = x.unique();
+        assert_eq!(u.size(0).to_string(), "<=5");
+        assert_eq!(u.dtype(), DType::I64);
+        assert_eq!(u.to_vec::<i64>().unwrap(), vec![1, 2, 3]);
+        let (v, c) = x.unique_with_counts();
+        assert_eq!(c.dtype(), DType::I64);
+        assert_eq!(v.to_vec::<i64>().unwrap(), vec![1, 2, 3]);
+        assert_eq!(c.to_vec::<i64>().unwrap(), vec![2, 1, 2]);
+        // Values and counts share one size: they combine elementwise.
+        let weighted = (&v * &c).sum();
+        assert_eq!(weighted.item::<i64>().unwrap(), 2 + 2 + 6);
+        // Floats and matrices too (flattened).
+        let f = Tensor::from_vec(vec![0.5f32, -1.0, 0.5, 0.5], &[2, 2]).unwrap();
+        let (fv, fc) = f.unique_with_counts();
+        assert_eq!(fv.size(0).to_string(), "<=4");
+        assert_eq!(fv.to_vec::<f32>().unwrap(), vec![-1.0, 0.5]);
+        assert_eq!(fc.to_vec::<i64>().unwrap(), vec![1, 3]);
+    }
+}
+
+backend_test! {
+    fn variable_length_batches_compile_once() {
+        let mut g = Lcg(99);
+        let mut lengths: Vec<usize> = (0..18).map(|_| 1 + (g.next() % 64) as usize).collect();
+        lengths.push(1);
+        lengths.push(64);
+        for (step, &len) in lengths.iter().enumerate() {
+            let host: Vec<f32> = (0..len * 3).map(|i| ((i * 7 + step) % 11) as f32 - 5.0).collect();
+            let x = Tensor::from_vec(host.clone(), &[len, 3]).unwrap().mark_dynamic(0, 64);
+            assert_eq!(x.size(0).to_string(), "<=64");
+            let w = Tensor::from_vec(vec![0.5f32, -1.0, 2.0], &[3]).unwrap();
+            let y = (&x * &w + 1.0).relu().sum_dims(&[1], false); // [<=64]
+            let total = y.sum();
+            mark_step().unwrap();
+            let rows: Vec<f32> = host
+                .chunks(3)
+                .map(|r| {
+                    r.iter()
+                        .zip([0.5f32, -1.0, 2.0])
+                        .map(|(a, b)| (a * b + 1.0).max(0.0))
+                        .sum::<f32>()
+                })
+                .collect();
+            assert_close(&y.to_vec::<f32>().unwrap(), &rows, 1e-6);
+            assert_close(&[total.item::<f32>().unwrap()], &[rows.iter().sum()], 1e-5);
+        }
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+        // Length 65 is above the bound: a clear error, never a truncation.
+        let long = Tensor::from_vec(vec![0.0f32; 65 * 3], &[65, 3]).unwrap();
+        let e = long.try_mark_dynamic(0, 64).unwrap_err().to_string();
+        assert!(e.contains("mark_dynamic") && e.contains("dimension 0") && e.contains("65") && e.contains("64"), "{e}");
+        let msg = panic_message(|| {
+            let _ = long.mark_dynamic(0, 64);
+        });
+        assert_eq!(msg, e);
+    }
+}
+
+backend_test! {
+    fn size_arithmetic_on_two_nonzero_results() {
+        let mut host = vec![0.0f32; 100];
+        host[37] = 1.0;
+        let x = Tensor::from_vec(host, &[10, 10]).unwrap();
+        let a = x.nonzero(); // [<=100, 2], one row
+        let b = x.gt_scalar(0.5).nonzero(); // another zone, same values
+        let s = a.size(0) + a.size(1);
+        assert_eq!(s.to_string(), "<=102");
+        assert_eq!(s.upper_bound(), 102);
+        assert_eq!(s.lower_bound(), 2);
+        assert_eq!(s.materialize().unwrap(), 3);
+        let t = a.size(0) + b.size(1);
+        assert_eq!(t.to_string(), "<=102");
+        assert_eq!(t.materialize().unwrap(), 3);
+        let u = a.size(0) + b.size(0);
+        assert_eq!(u.to_string(), "<=200");
+        assert_eq!(u.materialize().unwrap(), 2);
+        assert_eq!(a.to_vec::<i64>().unwrap(), vec![3, 7]);
+    }
+}
