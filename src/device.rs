@@ -1,14 +1,23 @@
 //! Devices: where tensors live and programs run.
 
+use crate::backend::pjrt::{discover, PjrtBackend};
 use crate::backend::reference::ReferenceBackend;
 use crate::backend::Backend;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 /// A device: a backend instance that holds tensor data and runs programs.
 ///
-/// `Device::default()` is chosen once per process: `LAZYXLA_BACKEND=reference`
-/// forces the embedded reference interpreter.
+/// `Device::default()` is chosen once per process:
+/// `LAZYXLA_BACKEND=reference` forces the embedded reference interpreter,
+/// `LAZYXLA_BACKEND=pjrt` forces XLA (and panics with the reason when no
+/// plugin loads); unset, XLA is used when a PJRT plugin loads, else the
+/// reference backend, and one line on stderr says which.
+///
+/// Plugins are found as [`Device::pjrt`] describes.
 ///
 /// ```
 /// let d = lazyxla::Device::reference();
@@ -26,16 +35,48 @@ static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Box::new(Refer
 
 static DEFAULT: LazyLock<Device> = LazyLock::new(choose_default);
 
+/// PJRT devices by canonical plugin path: one client per plugin per
+/// process.
+static PJRT: LazyLock<Mutex<HashMap<PathBuf, Device>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The plugin `Device::pjrt` tries first (see there).
+pub(crate) fn plugin_path() -> crate::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("LAZYXLA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let search = discover::search();
+    search
+        .found
+        .first()
+        .map(|(_, p)| p.clone())
+        .ok_or_else(|| crate::Error::Plugin(discover::not_found_message(&search)))
+}
+
 fn choose_default() -> Device {
     let forced = std::env::var("LAZYXLA_BACKEND").unwrap_or_default();
     match forced.as_str() {
-        "" | "reference" => {
-            if forced.is_empty() {
-                eprintln!("lazyxla: using the reference backend (set LAZYXLA_BACKEND=reference to silence this line)");
+        "reference" => Device::reference(),
+        "pjrt" | "xla" => match Device::pjrt() {
+            Ok(d) => d,
+            Err(e) => panic!("LAZYXLA_BACKEND={forced} but no PJRT plugin loads: {e}"),
+        },
+        "" => match Device::pjrt() {
+            Ok(d) => {
+                eprintln!(
+                    "lazyxla: using XLA through the PJRT plugin {} (set LAZYXLA_BACKEND=reference for the reference backend)",
+                    d.name()
+                );
+                d
             }
-            Device::reference()
+            Err(e) => {
+                eprintln!("lazyxla: using the reference backend ({e})");
+                Device::reference()
+            }
+        },
+        other => {
+            panic!("LAZYXLA_BACKEND={other} is not a known backend; use `reference` or `pjrt`")
         }
-        other => panic!("LAZYXLA_BACKEND={other} is not a known backend; use `reference`"),
     }
 }
 
@@ -51,12 +92,71 @@ impl Device {
         REFERENCE.clone()
     }
 
-    /// The XLA device through a PJRT plugin (see the crate docs for how
-    /// plugins are found).
+    /// The XLA device through a PJRT plugin.
+    ///
+    /// The plugin is `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` when that is
+    /// set; otherwise the first one that loads among those pip installed in
+    /// the Python environments on the machine (the directories in
+    /// `LAZYXLA_PJRT_PATH`, colon-separated, first; then `$VIRTUAL_ENV`,
+    /// `$CONDA_PREFIX`, the site-packages that `python3` reports, and the
+    /// per-user and system `python3*/site-packages` and `dist-packages`):
+    /// `libtpu/libtpu.so`, `jax_plugins/xla_cuda12/xla_cuda_plugin.so`,
+    /// `xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`, in that order of
+    /// preference. `PJRT_DEVICE=CPU|CUDA|TPU` keeps only that kind. The
+    /// device is created once per process and plugin.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plugin`](crate::Error::Plugin): no plugin found (the message
+    /// lists where it looked and the command that installs the CPU
+    /// plugin), or none loads (each plugin's path, C API version and
+    /// message).
     pub fn pjrt() -> crate::Result<Device> {
-        Err(crate::Error::Plugin(
-            "the PJRT backend is not part of this build yet".into(),
-        ))
+        if let Some(p) = std::env::var_os("LAZYXLA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
+            return Device::pjrt_from(p);
+        }
+        let search = discover::search();
+        if let Some(bad) = &search.bad_wanted {
+            return Err(crate::Error::Plugin(format!(
+                "PJRT_DEVICE={bad} is not one of CPU, CUDA, TPU"
+            )));
+        }
+        if search.found.is_empty() {
+            return Err(crate::Error::Plugin(discover::not_found_message(&search)));
+        }
+        let mut errors = Vec::new();
+        for (_, path) in &search.found {
+            match Device::pjrt_from(path) {
+                Ok(d) => return Ok(d),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(crate::Error::Plugin(format!(
+            "no PJRT plugin loads: {}",
+            errors.join("; ")
+        )))
+    }
+
+    /// The XLA device through the PJRT plugin at `path` (created once per
+    /// process and plugin).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plugin`](crate::Error::Plugin) with the plugin's path, its C
+    /// API version when it could be read, and the reason.
+    pub fn pjrt_from(path: impl AsRef<Path>) -> crate::Result<Device> {
+        let path = path.as_ref();
+        let key = std::fs::canonicalize(path).map_err(|e| {
+            crate::Error::Plugin(format!("PJRT plugin {}: cannot open: {e}", path.display()))
+        })?;
+        let mut cache = PJRT.lock();
+        if let Some(d) = cache.get(&key) {
+            return Ok(d.clone());
+        }
+        let backend = PjrtBackend::open(path)?;
+        let d = Device::new(Box::new(backend));
+        cache.insert(key, d.clone());
+        Ok(d)
     }
 
     /// The device's name (`reference`, `pjrt:cpu`, ..).

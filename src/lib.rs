@@ -60,6 +60,45 @@ pub mod debug {
         crate::ir::live_node_count()
     }
 
+    /// The project's FFI layer over the PJRT C API (for the FFI tests and
+    /// the benchmark; not a stable interface).
+    #[doc(hidden)]
+    pub use crate::backend::pjrt::ffi as pjrt_ffi;
+
+    /// Records (`true`) or stops recording and forgets (`false`) the
+    /// executable and argument buffers of each PJRT execution, for
+    /// [`pjrt_last_execution`].
+    #[doc(hidden)]
+    pub fn pjrt_record_last(on: bool) {
+        crate::backend::pjrt::set_record_last(on)
+    }
+
+    /// The compiled executable and the argument buffers (in parameter
+    /// order) of the last PJRT execution while recording was on, so a
+    /// benchmark can run the same program directly through the FFI.
+    #[doc(hidden)]
+    pub fn pjrt_last_execution() -> Option<(
+        std::sync::Arc<pjrt_ffi::Executable>,
+        Vec<std::sync::Arc<pjrt_ffi::Buffer>>,
+    )> {
+        crate::backend::pjrt::last_execution()
+    }
+
+    /// The plugin file [`Device::pjrt`](crate::Device::pjrt) would load
+    /// first: `LAZYXLA_PJRT_PLUGIN`, else the first one discovered.
+    #[doc(hidden)]
+    pub fn pjrt_plugin_path() -> crate::Result<std::path::PathBuf> {
+        crate::device::plugin_path()
+    }
+
+    /// The StableHLO text the PJRT backend would compile for the program
+    /// computing `tensors` (nothing runs).
+    pub fn stablehlo_text(tensors: &[&Tensor]) -> crate::Result<String> {
+        let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        let t = trace(&roots, &[], &[])?;
+        crate::backend::pjrt::lower_text(&t.program)
+    }
+
     /// The number of compiled programs in the cache.
     pub fn cached_programs() -> usize {
         crate::runtime::cache::len()

@@ -3,6 +3,7 @@
 //! Two implement the small [`Backend`] trait: the embedded reference
 //! interpreter (`reference`) and XLA through a PJRT plugin (`pjrt`).
 
+pub mod pjrt;
 pub(crate) mod reference;
 
 use crate::host::HostArray;

@@ -1,0 +1,223 @@
+//! Finding a PJRT plugin on the machine.
+//!
+//! Order: `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` alone when set; otherwise
+//! the package directories of the Python environments on the machine
+//! (`LAZYXLA_PJRT_PATH` first, then the site-packages that `python3`
+//! reports, then the usual per-user and system locations), each searched for
+//! the files that pip installs. Python is never required: it is asked once,
+//! with a timeout, only to learn where its packages are.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The kind of device a plugin drives, as `PJRT_DEVICE` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Cpu,
+    Cuda,
+    Tpu,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Cpu => "CPU",
+            Kind::Cuda => "CUDA",
+            Kind::Tpu => "TPU",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Kind> {
+        match s.to_ascii_uppercase().as_str() {
+            "CPU" => Some(Kind::Cpu),
+            "CUDA" | "GPU" => Some(Kind::Cuda),
+            "TPU" => Some(Kind::Tpu),
+            _ => None,
+        }
+    }
+}
+
+/// Where pip puts each plugin, relative to a package directory. The order
+/// is the preference when `PJRT_DEVICE` is unset: accelerators first.
+pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
+    (Kind::Tpu, "libtpu/libtpu.so"),
+    (Kind::Cuda, "jax_plugins/xla_cuda12/xla_cuda_plugin.so"),
+    (Kind::Cpu, "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"),
+];
+
+/// The one command that installs the CPU plugin.
+pub(crate) const INSTALL_HINT: &str = "python3 -m pip install xla-cpu-pjrt";
+
+/// The outcome of a search: the candidates found, in preference order, and
+/// every directory looked in (for the error message).
+pub(crate) struct Search {
+    pub found: Vec<(Kind, PathBuf)>,
+    pub looked_in: Vec<PathBuf>,
+    /// `PJRT_DEVICE`, when set to a known kind.
+    pub wanted: Option<Kind>,
+    /// `PJRT_DEVICE`'s raw value when it names no known kind.
+    pub bad_wanted: Option<String>,
+}
+
+/// Directories that may hold pip-installed packages, in search order,
+/// without duplicates.
+pub(crate) fn package_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(extra) = std::env::var_os("LAZYXLA_PJRT_PATH") {
+        dirs.extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
+    }
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(prefix) = std::env::var_os(var) {
+            dirs.extend(python_lib_dirs(&PathBuf::from(prefix).join("lib")));
+        }
+    }
+    dirs.extend(python_reported_dirs());
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.extend(python_lib_dirs(&PathBuf::from(home).join(".local/lib")));
+    }
+    for root in ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"] {
+        dirs.extend(python_lib_dirs(Path::new(root)));
+    }
+    let mut unique = Vec::with_capacity(dirs.len());
+    for d in dirs {
+        if !unique.contains(&d) {
+            unique.push(d);
+        }
+    }
+    unique
+}
+
+/// `<lib>/python3*/site-packages` and `<lib>/python3*/dist-packages`.
+fn python_lib_dirs(lib: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(lib) else {
+        return out;
+    };
+    let mut names: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in names {
+        for sub in ["site-packages", "dist-packages"] {
+            let d = p.join(sub);
+            if d.is_dir() {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// The package directories `python3` reports (site-packages, user site,
+/// `sys.path`), asked once per process with a 3 s timeout; empty when
+/// there is no `python3` on `PATH` or it does not answer in time.
+fn python_reported_dirs() -> Vec<PathBuf> {
+    static DIRS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DIRS.get_or_init(|| {
+        // `-S` skips the site hooks at startup (faster); `site` is imported
+        // explicitly for its directory functions.
+        let script = "import site,sys\n\
+                      p=list(getattr(site,'getsitepackages',lambda:[])())\n\
+                      p.append(site.getusersitepackages())\n\
+                      p+=sys.path\n\
+                      print('\\n'.join(x for x in p if x))";
+        let Ok(mut child) = std::process::Command::new("python3")
+            .args(["-S", "-c"])
+            .arg(script)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        else {
+            return Vec::new();
+        };
+        let start = Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if start.elapsed() < Duration::from_secs(3) => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Vec::new();
+                }
+            }
+        }
+        let mut out = String::new();
+        if let Some(mut s) = child.stdout.take() {
+            use std::io::Read;
+            let _ = s.read_to_string(&mut out);
+        }
+        out.lines()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .collect()
+    })
+    .clone()
+}
+
+/// Searches the package directories for plugins.
+pub(crate) fn search() -> Search {
+    let looked_in = package_dirs();
+    let (wanted, bad_wanted) = match std::env::var("PJRT_DEVICE") {
+        Ok(v) if !v.is_empty() => match Kind::parse(&v) {
+            Some(k) => (Some(k), None),
+            None => (None, Some(v)),
+        },
+        _ => (None, None),
+    };
+    let mut found = Vec::new();
+    for (kind, rel) in PLUGIN_FILES {
+        if wanted.is_some_and(|w| w != *kind) {
+            continue;
+        }
+        for dir in &looked_in {
+            let p = dir.join(rel);
+            if p.is_file() && !found.iter().any(|(_, q)| q == &p) {
+                found.push((*kind, p));
+            }
+        }
+    }
+    Search {
+        found,
+        looked_in,
+        wanted,
+        bad_wanted,
+    }
+}
+
+/// The message for "no plugin found": where it looked and how to install one.
+pub(crate) fn not_found_message(s: &Search) -> String {
+    let mut m = String::from("no PJRT plugin found");
+    if let Some(k) = s.wanted {
+        m.push_str(&format!(" for PJRT_DEVICE={}", k.name()));
+    }
+    m.push_str(". Looked for ");
+    m.push_str(
+        &PLUGIN_FILES
+            .iter()
+            .map(|(_, r)| *r)
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    m.push_str(" in: ");
+    if s.looked_in.is_empty() {
+        m.push_str("(no Python package directories found)");
+    } else {
+        m.push_str(
+            &s.looked_in
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    m.push_str(&format!(
+        ". Install the CPU plugin with `{INSTALL_HINT}` (or `pip install --target DIR xla-cpu-pjrt` and set LAZYXLA_PJRT_PATH=DIR), or point LAZYXLA_PJRT_PLUGIN at a plugin .so"
+    ));
+    m
+}

@@ -1,0 +1,240 @@
+//! Device buffers: creation from host data, shape queries, copy to host.
+
+use std::sync::Arc;
+
+use super::{dense_byte_size, new_args, plugin_slice, sys, ClientInner, ElementType, PjrtError};
+
+/// An array on a device, owned by this value (`PJRT_Buffer_Destroy` on drop).
+///
+/// Its type and shape are read once when the buffer is handed out (PJRT
+/// buffers are immutable, and results are complete by then), so the accessors
+/// are cheap and infallible.
+pub struct Buffer {
+    client: Arc<ClientInner>,
+    raw: *mut sys::Buffer,
+    element_type: ElementType,
+    dims: Vec<i64>,
+    unpadded_dims: Vec<i64>,
+    dynamic_dims: Vec<usize>,
+}
+
+// SAFETY: PJRT buffers are immutable device arrays whose C API calls are
+// thread-safe; this value is the sole owner of the pointer.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; `&Buffer` only reads cached data or calls thread-safe
+// PJRT queries and copies.
+unsafe impl Sync for Buffer {}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("element_type", &self.element_type)
+            .field("dims", &self.dims)
+            .field("unpadded_dims", &self.unpadded_dims)
+            .field("dynamic_dims", &self.dynamic_dims)
+            .finish()
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let plugin = &self.client.plugin;
+        if let Ok(destroy) = api_fn!(plugin, PJRT_Buffer_Destroy) {
+            let mut args = new_args::<sys::BufferDestroyArgs>();
+            args.buffer = self.raw;
+            // SAFETY: we own the buffer and its client is still alive.
+            let err = unsafe { destroy(&mut args) };
+            let _ = plugin.check(err, "PJRT_Buffer_Destroy");
+        }
+    }
+}
+
+impl Buffer {
+    /// Takes ownership of `raw` without querying it, so that it is released
+    /// even if a later step fails. Call [`Buffer::read_shape`] once the
+    /// buffer's contents are defined.
+    pub(super) fn adopt(client: &Arc<ClientInner>, raw: *mut sys::Buffer) -> Buffer {
+        Buffer {
+            client: client.clone(),
+            raw,
+            element_type: ElementType::Other(0),
+            dims: Vec::new(),
+            unpadded_dims: Vec::new(),
+            dynamic_dims: Vec::new(),
+        }
+    }
+
+    /// Fills the cached type and shape from the plugin.
+    pub(super) fn read_shape(&mut self) -> Result<(), PjrtError> {
+        let plugin = &self.client.plugin;
+
+        let element_type = api_fn!(plugin, PJRT_Buffer_ElementType)?;
+        let mut args = new_args::<sys::BufferElementTypeArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args for a live buffer.
+        plugin.check(
+            unsafe { element_type(&mut args) },
+            "PJRT_Buffer_ElementType",
+        )?;
+        self.element_type = ElementType::from_raw(args.type_);
+
+        let dims = api_fn!(plugin, PJRT_Buffer_Dimensions)?;
+        let mut args = new_args::<sys::BufferDimensionsArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args; the returned array is owned by the buffer.
+        plugin.check(unsafe { dims(&mut args) }, "PJRT_Buffer_Dimensions")?;
+        // SAFETY: pointer and length from the plugin, valid while the buffer is.
+        self.dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
+
+        let unpadded = api_fn!(plugin, PJRT_Buffer_UnpaddedDimensions)?;
+        let mut args = new_args::<sys::BufferDimensionsArgs>();
+        args.buffer = self.raw;
+        // SAFETY: as for the dimensions.
+        plugin.check(
+            unsafe { unpadded(&mut args) },
+            "PJRT_Buffer_UnpaddedDimensions",
+        )?;
+        // SAFETY: as for the dimensions.
+        self.unpadded_dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
+
+        let dynamic = api_fn!(plugin, PJRT_Buffer_DynamicDimensionIndices)?;
+        let mut args = new_args::<sys::BufferDynamicDimensionIndicesArgs>();
+        args.buffer = self.raw;
+        // SAFETY: as for the dimensions.
+        plugin.check(
+            unsafe { dynamic(&mut args) },
+            "PJRT_Buffer_DynamicDimensionIndices",
+        )?;
+        // SAFETY: as for the dimensions.
+        self.dynamic_dims =
+            unsafe { plugin_slice(args.dynamic_dim_indices, args.num_dynamic_dims) }.to_vec();
+        Ok(())
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> ElementType {
+        self.element_type
+    }
+
+    /// The dimensions as allocated: for a bounded dynamic dimension, its bound.
+    pub fn dims(&self) -> &[i64] {
+        &self.dims
+    }
+
+    /// The real (logical) dimensions; equal to [`Buffer::dims`] except along
+    /// the dynamic dimensions.
+    pub fn unpadded_dims(&self) -> &[i64] {
+        &self.unpadded_dims
+    }
+
+    /// Indices of the bounded dynamic dimensions (empty for a static shape).
+    pub fn dynamic_dims(&self) -> &[usize] {
+        &self.dynamic_dims
+    }
+
+    /// Whether this buffer was created by (a handle of) `client`.
+    pub(super) fn same_client(&self, client: &Arc<ClientInner>) -> bool {
+        Arc::ptr_eq(&self.client, client)
+    }
+
+    pub(super) fn raw(&self) -> *mut sys::Buffer {
+        self.raw
+    }
+
+    /// Copies the logical contents to the host: dense, row-major, of shape
+    /// [`Buffer::unpadded_dims`] (padding of dynamic dimensions is dropped).
+    pub fn to_host(&self) -> Result<Vec<u8>, PjrtError> {
+        let plugin = &self.client.plugin;
+        let to_host = api_fn!(plugin, PJRT_Buffer_ToHostBuffer)?;
+
+        // A null destination asks only for the size of the logical array.
+        let mut args = new_args::<sys::BufferToHostBufferArgs>();
+        args.src = self.raw;
+        // SAFETY: valid args for a live buffer.
+        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")?;
+        let size = args.dst_size;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+
+        let copy = |dst: *mut u8| -> Result<(), PjrtError> {
+            let mut args = new_args::<sys::BufferToHostBufferArgs>();
+            args.src = self.raw;
+            args.dst = dst.cast();
+            args.dst_size = size;
+            // SAFETY: `dst` is valid for `size` writes and outlives the copy,
+            // because we await its completion event before returning.
+            plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+            plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")
+        };
+
+        let mut out = vec![0u8; size];
+        // The plugin may write through typed pointers, so it gets memory
+        // aligned for any element type. malloc already gives 16-byte alignment
+        // on the platforms we run on; the fallback keeps that an optimisation.
+        if out.as_ptr().cast::<u128>().is_aligned() {
+            copy(out.as_mut_ptr())?;
+        } else {
+            let mut aligned = vec![0u128; size.div_ceil(std::mem::size_of::<u128>())];
+            copy(aligned.as_mut_ptr().cast())?;
+            // SAFETY: `aligned` spans at least `size` initialised bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), size) };
+            out.copy_from_slice(bytes);
+        }
+        Ok(out)
+    }
+}
+
+/// See [`super::Client::buffer_from_host`].
+pub(super) fn from_host(
+    client: &Arc<ClientInner>,
+    data: &[u8],
+    ty: ElementType,
+    dims: &[i64],
+    device: usize,
+) -> Result<Buffer, PjrtError> {
+    let expected = dense_byte_size(ty, dims)?;
+    if data.len() != expected {
+        return Err(PjrtError::local(format!(
+            "host data for a {ty:?} array of shape {dims:?} must be {expected} bytes, got {}",
+            data.len()
+        )));
+    }
+    // XLA treats PRED bytes as C++ `bool`, for which any other byte is UB.
+    if ty == ElementType::Pred && data.iter().any(|&b| b > 1) {
+        return Err(PjrtError::local(
+            "PRED host data must contain only 0 and 1 bytes",
+        ));
+    }
+    let device_ptr = *client.devices.get(device).ok_or_else(|| {
+        PjrtError::local(format!(
+            "device {device} out of range: the client has {} addressable devices",
+            client.devices.len()
+        ))
+    })?;
+
+    let plugin = &client.plugin;
+    let from_host = api_fn!(plugin, PJRT_Client_BufferFromHostBuffer)?;
+    let mut args = new_args::<sys::ClientBufferFromHostBufferArgs>();
+    args.client = client.raw;
+    args.data = data.as_ptr().cast();
+    args.type_ = ty.to_raw();
+    args.dims = dims.as_ptr();
+    args.num_dims = dims.len();
+    args.host_buffer_semantics = sys::HOST_BUFFER_IMMUTABLE_UNTIL_TRANSFER_COMPLETES;
+    args.device = device_ptr;
+    // SAFETY: `data` holds exactly the bytes the shape needs (checked above)
+    // and stays borrowed until `done_with_host_buffer` has fired below.
+    plugin.check(
+        unsafe { from_host(&mut args) },
+        "PJRT_Client_BufferFromHostBuffer",
+    )?;
+    let mut buffer = Buffer::adopt(client, args.buffer);
+    plugin.await_event(
+        args.done_with_host_buffer,
+        "PJRT_Client_BufferFromHostBuffer",
+    )?;
+    buffer.read_shape()?;
+    Ok(buffer)
+}

@@ -1,0 +1,202 @@
+//! Compiled programs: compilation from MLIR text and single-device execution.
+
+use std::ptr::null_mut;
+use std::sync::Arc;
+
+use super::{new_args, sys, Buffer, ClientInner, PjrtError, Plugin};
+
+/// A program compiled and loaded onto one device of its client, owned by this
+/// value (`PJRT_LoadedExecutable_Destroy` on drop).
+pub struct Executable {
+    client: Arc<ClientInner>,
+    raw: *mut sys::LoadedExecutable,
+    num_outputs: usize,
+}
+
+// SAFETY: PJRT loaded executables may be executed concurrently from any
+// thread; this value is the sole owner of the pointer.
+unsafe impl Send for Executable {}
+// SAFETY: as above; `execute` takes `&self` and PJRT's Execute is thread-safe.
+unsafe impl Sync for Executable {}
+
+impl std::fmt::Debug for Executable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executable")
+            .field("num_outputs", &self.num_outputs)
+            .finish()
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        let plugin = &self.client.plugin;
+        if let Ok(destroy) = api_fn!(plugin, PJRT_LoadedExecutable_Destroy) {
+            let mut args = new_args::<sys::LoadedExecutableDestroyArgs>();
+            args.executable = self.raw;
+            // SAFETY: we own the executable and its client is still alive.
+            let err = unsafe { destroy(&mut args) };
+            let _ = plugin.check(err, "PJRT_LoadedExecutable_Destroy");
+        }
+    }
+}
+
+/// A `PJRT_Executable` obtained from a loaded executable; the C API hands out
+/// a fresh one per call, which the caller must destroy.
+struct UnloadedExecutable<'a> {
+    plugin: &'a Plugin,
+    raw: *mut sys::Executable,
+}
+
+impl Drop for UnloadedExecutable<'_> {
+    fn drop(&mut self) {
+        if let Ok(destroy) = api_fn!(self.plugin, PJRT_Executable_Destroy) {
+            let mut args = new_args::<sys::ExecutableDestroyArgs>();
+            args.executable = self.raw;
+            // SAFETY: we own this handle; the loaded executable is unaffected.
+            let err = unsafe { destroy(&mut args) };
+            let _ = self.plugin.check(err, "PJRT_Executable_Destroy");
+        }
+    }
+}
+
+/// See [`super::Client::compile`].
+pub(super) fn compile(
+    client: &Arc<ClientInner>,
+    mlir_text: &str,
+    compile_options: &[u8],
+) -> Result<Executable, PjrtError> {
+    const FORMAT: &str = "mlir";
+    let plugin = &client.plugin;
+    let compile = api_fn!(plugin, PJRT_Client_Compile)?;
+
+    // MLIR's lexer finds the end of text by the NUL that LLVM memory buffers
+    // normally carry one past `code_size`, and reads past the end without it
+    // (the 0.115 CPU plugin segfaults on `"bad"`); so hand it a terminated copy.
+    let mut code = Vec::with_capacity(mlir_text.len() + 1);
+    code.extend_from_slice(mlir_text.as_bytes());
+    code.push(0);
+
+    let mut program = new_args::<sys::Program>();
+    // The C field is `char*` only because serialization writes through it;
+    // compilation only reads.
+    program.code = code.as_mut_ptr().cast();
+    program.code_size = mlir_text.len();
+    program.format = FORMAT.as_ptr().cast();
+    program.format_size = FORMAT.len();
+
+    let mut args = new_args::<sys::ClientCompileArgs>();
+    args.client = client.raw;
+    args.program = &program;
+    args.compile_options = compile_options.as_ptr().cast();
+    args.compile_options_size = compile_options.len();
+    // SAFETY: all pointers are valid for the duration of the call, which
+    // copies what it keeps.
+    plugin.check(unsafe { compile(&mut args) }, "PJRT_Client_Compile")?;
+    let mut executable = Executable {
+        client: client.clone(),
+        raw: args.executable,
+        num_outputs: 0,
+    };
+    executable.num_outputs = executable.query_num_outputs()?;
+    Ok(executable)
+}
+
+impl Executable {
+    fn query_num_outputs(&self) -> Result<usize, PjrtError> {
+        let plugin = &*self.client.plugin;
+        let get = api_fn!(plugin, PJRT_LoadedExecutable_GetExecutable)?;
+        let mut args = new_args::<sys::LoadedExecutableGetExecutableArgs>();
+        args.loaded_executable = self.raw;
+        // SAFETY: valid args for a live loaded executable.
+        plugin.check(
+            unsafe { get(&mut args) },
+            "PJRT_LoadedExecutable_GetExecutable",
+        )?;
+        let unloaded = UnloadedExecutable {
+            plugin,
+            raw: args.executable,
+        };
+
+        let count = api_fn!(plugin, PJRT_Executable_NumOutputs)?;
+        let mut args = new_args::<sys::ExecutableNumOutputsArgs>();
+        args.executable = unloaded.raw;
+        // SAFETY: valid args for a live executable handle.
+        plugin.check(unsafe { count(&mut args) }, "PJRT_Executable_NumOutputs")?;
+        Ok(args.num_outputs)
+    }
+
+    /// The number of results the program returns (results are never tupled).
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// Runs the program on its device with `args` as parameters, waits for it
+    /// to finish and returns one buffer per result, in order.
+    ///
+    /// Arguments must come from this executable's client. They are never
+    /// donated: every argument stays valid and unchanged after the call.
+    pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
+        let plugin = &self.client.plugin;
+        if let Some(i) = args.iter().position(|b| !b.same_client(&self.client)) {
+            return Err(PjrtError::local(format!(
+                "argument {i} belongs to a different PJRT client than the executable"
+            )));
+        }
+        let execute = api_fn!(plugin, PJRT_LoadedExecutable_Execute)?;
+
+        // One device: a list of argument lists and of output lists, each of
+        // length one; the plugin fills the output slots and the event slot.
+        let arg_ptrs: Vec<*mut sys::Buffer> = args.iter().map(|b| b.raw()).collect();
+        let arg_lists = [arg_ptrs.as_ptr()];
+        let mut outputs: Vec<*mut sys::Buffer> = vec![null_mut(); self.num_outputs];
+        let output_lists = [outputs.as_mut_ptr()];
+        let mut done = [null_mut::<sys::Event>()];
+        // `&Buffer` arguments must survive the call, so forbid donation even
+        // if the program declares input/output aliasing.
+        let non_donatable: Vec<i64> = (0..args.len() as i64).collect();
+
+        let mut options = new_args::<sys::ExecuteOptions>();
+        options.non_donatable_input_indices = non_donatable.as_ptr();
+        options.num_non_donatable_input_indices = non_donatable.len();
+
+        let mut call = new_args::<sys::LoadedExecutableExecuteArgs>();
+        call.executable = self.raw;
+        call.options = &mut options;
+        call.argument_lists = arg_lists.as_ptr();
+        call.num_devices = 1;
+        call.num_args = arg_ptrs.len();
+        call.output_lists = output_lists.as_ptr();
+        call.device_complete_events = done.as_mut_ptr();
+        // Null: run on the device(s) chosen at compile time.
+        call.execute_device = null_mut();
+        // SAFETY: every pointer refers to live locals sized as declared
+        // (`num_outputs` slots, one event slot); argument buffers are live
+        // and owned by this executable's client.
+        plugin.check(
+            unsafe { execute(&mut call) },
+            "PJRT_LoadedExecutable_Execute",
+        )?;
+
+        // Own every result before waiting, so nothing leaks on failure.
+        let mut results = Vec::with_capacity(outputs.len());
+        let mut missing = false;
+        for &raw in &outputs {
+            if raw.is_null() {
+                missing = true;
+            } else {
+                results.push(Buffer::adopt(&self.client, raw));
+            }
+        }
+        plugin.await_event(done[0], "PJRT_LoadedExecutable_Execute")?;
+        if missing {
+            return Err(PjrtError::local(format!(
+                "PJRT_LoadedExecutable_Execute returned fewer than the {} declared outputs",
+                self.num_outputs
+            )));
+        }
+        for result in &mut results {
+            result.read_shape()?;
+        }
+        Ok(results)
+    }
+}

@@ -1,0 +1,581 @@
+//! The StableHLO text builder: element and tensor types, SSA values, and
+//! one method per StableHLO operation the lowering uses.
+//!
+//! Every operation is written in MLIR's generic form with explicit operand
+//! and result types, so the text never depends on a pretty-printer's type
+//! inference, and bounded types (`tensor<?x2xf32, #stablehlo.bounds<6, ?>>`)
+//! are spelled where they arise. SSA names come from one counter per
+//! function, so values in nested regions never shadow outer ones.
+
+use crate::dtype::DType;
+use std::fmt::Write;
+
+/// An element type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Elt {
+    I1,
+    I32,
+    I64,
+    U32,
+    F32,
+    F64,
+}
+
+impl Elt {
+    pub fn of(d: DType) -> Elt {
+        match d {
+            DType::Bool => Elt::I1,
+            DType::I32 => Elt::I32,
+            DType::I64 => Elt::I64,
+            DType::F32 => Elt::F32,
+            DType::F64 => Elt::F64,
+        }
+    }
+
+    pub fn mlir(self) -> &'static str {
+        match self {
+            Elt::I1 => "i1",
+            Elt::I32 => "i32",
+            Elt::I64 => "i64",
+            Elt::U32 => "ui32",
+            Elt::F32 => "f32",
+            Elt::F64 => "f64",
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Elt::F32 | Elt::F64)
+    }
+
+    /// The `compare_type` for comparisons of this element type.
+    fn compare_type(self) -> &'static str {
+        match self {
+            Elt::F32 | Elt::F64 => "FLOAT",
+            Elt::U32 | Elt::I1 => "UNSIGNED",
+            Elt::I32 | Elt::I64 => "SIGNED",
+        }
+    }
+
+    /// A literal of this type for `v`, converted with Rust's `as`
+    /// semantics (what `HostArray::full` does). Floats are written as bit
+    /// patterns so that no value is rounded by the text.
+    pub fn literal(self, v: f64) -> String {
+        match self {
+            Elt::I1 => if v != 0.0 { "true" } else { "false" }.into(),
+            Elt::I32 => (v as i32).to_string(),
+            Elt::I64 => (v as i64).to_string(),
+            Elt::U32 => (v as u32).to_string(),
+            Elt::F32 => format!("0x{:08X}", (v as f32).to_bits()),
+            Elt::F64 => format!("0x{:016X}", v.to_bits()),
+        }
+    }
+
+    /// The lowest value (identity of max).
+    pub fn lowest(self) -> String {
+        match self {
+            Elt::I1 => "false".into(),
+            Elt::I32 => i32::MIN.to_string(),
+            Elt::I64 => i64::MIN.to_string(),
+            Elt::U32 => "0".into(),
+            Elt::F32 => self.literal(f64::NEG_INFINITY),
+            Elt::F64 => self.literal(f64::NEG_INFINITY),
+        }
+    }
+
+    /// The highest value (identity of min).
+    pub fn highest(self) -> String {
+        match self {
+            Elt::I1 => "true".into(),
+            Elt::I32 => i32::MAX.to_string(),
+            Elt::I64 => i64::MAX.to_string(),
+            Elt::U32 => u32::MAX.to_string(),
+            Elt::F32 => self.literal(f64::INFINITY),
+            Elt::F64 => self.literal(f64::INFINITY),
+        }
+    }
+}
+
+/// A tensor type: element type, dimensions (the bound for a dynamic one)
+/// and which dimensions are dynamic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ty {
+    pub elt: Elt,
+    pub dims: Vec<i64>,
+    pub dynamic: Vec<bool>,
+}
+
+impl Ty {
+    /// A static type.
+    pub fn fixed(elt: Elt, dims: &[i64]) -> Ty {
+        Ty {
+            elt,
+            dims: dims.to_vec(),
+            dynamic: vec![false; dims.len()],
+        }
+    }
+
+    /// A scalar type.
+    pub fn scalar(elt: Elt) -> Ty {
+        Ty::fixed(elt, &[])
+    }
+
+    /// The same shape (and dynamism) with another element type.
+    pub fn with_elt(&self, elt: Elt) -> Ty {
+        Ty {
+            elt,
+            ..self.clone()
+        }
+    }
+
+    /// The static type of the bound shape.
+    pub fn bound(&self) -> Ty {
+        Ty::fixed(self.elt, &self.dims)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic.iter().any(|&d| d)
+    }
+
+    /// The number of elements of the bound shape.
+    pub fn numel(&self) -> i64 {
+        self.dims.iter().product()
+    }
+
+    /// The MLIR spelling.
+    pub fn mlir(&self) -> String {
+        let mut s = String::from("tensor<");
+        for (d, &dy) in self.dims.iter().zip(&self.dynamic) {
+            if dy {
+                s.push_str("?x");
+            } else {
+                let _ = write!(s, "{d}x");
+            }
+        }
+        s.push_str(self.elt.mlir());
+        if self.is_dynamic() {
+            s.push_str(", #stablehlo.bounds<");
+            let b: Vec<String> = self
+                .dims
+                .iter()
+                .zip(&self.dynamic)
+                .map(|(d, &dy)| if dy { d.to_string() } else { "?".into() })
+                .collect();
+            s.push_str(&b.join(", "));
+            s.push('>');
+        }
+        s.push('>');
+        s
+    }
+}
+
+/// An SSA value with its type.
+#[derive(Clone, Debug)]
+pub(crate) struct V {
+    pub name: String,
+    pub ty: Ty,
+}
+
+/// `array<i64: 1, 2>`.
+pub(crate) fn arr(v: &[i64]) -> String {
+    if v.is_empty() {
+        return "array<i64>".into();
+    }
+    let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    format!("array<i64: {}>", items.join(", "))
+}
+
+/// `[1, 2]`.
+pub(crate) fn list(v: &[i64]) -> String {
+    let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Comparison directions.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Dir {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Dir {
+    fn name(self) -> &'static str {
+        match self {
+            Dir::Eq => "EQ",
+            Dir::Ne => "NE",
+            Dir::Lt => "LT",
+            Dir::Le => "LE",
+            Dir::Gt => "GT",
+            Dir::Ge => "GE",
+        }
+    }
+}
+
+/// A function body under construction.
+pub(crate) struct Builder {
+    pub lines: Vec<String>,
+    next: usize,
+    indent: usize,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder {
+            lines: Vec::new(),
+            next: 0,
+            indent: 1,
+        }
+    }
+
+    pub fn fresh(&mut self) -> String {
+        self.next += 1;
+        format!("%v{}", self.next)
+    }
+
+    fn push(&mut self, line: String) {
+        let pad = "  ".repeat(self.indent);
+        self.lines.push(format!("{pad}{line}"));
+    }
+
+    /// Emits `%r = "op"(operands) {attrs} : (types) -> result`.
+    pub fn op(&mut self, name: &str, args: &[&V], attrs: &str, ty: Ty) -> V {
+        let r = self.fresh();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
+        let attrs = if attrs.is_empty() {
+            String::new()
+        } else {
+            format!(" {{{attrs}}}")
+        };
+        self.push(format!(
+            "{r} = \"stablehlo.{name}\"({}){attrs} : ({}) -> {}",
+            names.join(", "),
+            tys.join(", "),
+            ty.mlir()
+        ));
+        V { name: r, ty }
+    }
+
+    /// An op with one region whose block takes `block_args` scalars and
+    /// whose body `body` emits the block and returns what it yields. Returns
+    /// the op's results.
+    pub fn region_op(
+        &mut self,
+        name: &str,
+        args: &[&V],
+        attrs: &str,
+        block_args: &[Elt],
+        results: &[Ty],
+        body: impl FnOnce(&mut Builder, &[V]) -> Vec<V>,
+    ) -> Vec<V> {
+        let r = self.fresh();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let block: Vec<V> = block_args
+            .iter()
+            .map(|&e| V {
+                name: self.fresh(),
+                ty: Ty::scalar(e),
+            })
+            .collect();
+        let head = if results.len() == 1 {
+            format!("{r} = ")
+        } else {
+            format!("{r}:{} = ", results.len())
+        };
+        let sig: Vec<String> = block
+            .iter()
+            .map(|b| format!("{}: {}", b.name, b.ty.mlir()))
+            .collect();
+        self.push(format!(
+            "{head}\"stablehlo.{name}\"({}) ({{",
+            names.join(", ")
+        ));
+        self.push(format!("^bb0({}):", sig.join(", ")));
+        self.indent += 1;
+        let yielded = body(self, &block);
+        let yn: Vec<&str> = yielded.iter().map(|v| v.name.as_str()).collect();
+        let yt: Vec<String> = yielded.iter().map(|v| v.ty.mlir()).collect();
+        self.push(format!(
+            "\"stablehlo.return\"({}) : ({}) -> ()",
+            yn.join(", "),
+            yt.join(", ")
+        ));
+        self.indent -= 1;
+        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
+        let rts: Vec<String> = results.iter().map(|t| t.mlir()).collect();
+        let attrs = if attrs.is_empty() {
+            String::new()
+        } else {
+            format!(" {{{attrs}}}")
+        };
+        let res = if results.len() == 1 {
+            rts[0].clone()
+        } else {
+            format!("({})", rts.join(", "))
+        };
+        self.push(format!("}}){attrs} : ({}) -> {res}", tys.join(", ")));
+        results
+            .iter()
+            .enumerate()
+            .map(|(i, t)| V {
+                name: if results.len() == 1 {
+                    r.clone()
+                } else {
+                    format!("{r}#{i}")
+                },
+                ty: t.clone(),
+            })
+            .collect()
+    }
+
+    // ----- leaves -----
+
+    /// A constant of type `ty` (static) with every element `lit`.
+    pub fn splat_lit(&mut self, lit: &str, ty: &Ty) -> V {
+        let t = ty.bound();
+        let r = self.fresh();
+        self.push(format!(
+            "{r} = \"stablehlo.constant\"() {{value = dense<{lit}> : {}}} : () -> {}",
+            t.mlir(),
+            t.mlir()
+        ));
+        V { name: r, ty: t }
+    }
+
+    /// A constant of type `ty` (static) with every element `v`.
+    pub fn splat(&mut self, v: f64, ty: &Ty) -> V {
+        let lit = ty.elt.literal(v);
+        self.splat_lit(&lit, ty)
+    }
+
+    /// A scalar constant.
+    pub fn scalar(&mut self, v: f64, elt: Elt) -> V {
+        self.splat(v, &Ty::scalar(elt))
+    }
+
+    /// An i32 scalar constant.
+    pub fn i32c(&mut self, v: i64) -> V {
+        self.scalar(v as f64, Elt::I32)
+    }
+
+    /// A static iota along `dim`.
+    pub fn iota(&mut self, ty: &Ty, dim: usize) -> V {
+        let t = ty.bound();
+        let r = self.fresh();
+        self.push(format!(
+            "{r} = \"stablehlo.iota\"() {{iota_dimension = {dim} : i64}} : () -> {}",
+            t.mlir()
+        ));
+        V { name: r, ty: t }
+    }
+
+    // ----- elementwise -----
+
+    pub fn un(&mut self, name: &str, x: &V) -> V {
+        self.op(name, &[x], "", x.ty.clone())
+    }
+
+    /// A binary elementwise op; the result has `a`'s type (a dynamic
+    /// operand with a static one of its bound shape is allowed).
+    pub fn bin(&mut self, name: &str, a: &V, b: &V) -> V {
+        let ty = if a.ty.is_dynamic() || !b.ty.is_dynamic() {
+            a.ty.clone()
+        } else {
+            b.ty.clone()
+        };
+        self.op(name, &[a, b], "", ty)
+    }
+
+    pub fn cmp(&mut self, dir: Dir, a: &V, b: &V) -> V {
+        let ty = if a.ty.is_dynamic() || !b.ty.is_dynamic() {
+            a.ty.with_elt(Elt::I1)
+        } else {
+            b.ty.with_elt(Elt::I1)
+        };
+        let attrs = format!(
+            "comparison_direction = #stablehlo<comparison_direction {}>, compare_type = #stablehlo<comparison_type {}>",
+            dir.name(),
+            a.ty.elt.compare_type()
+        );
+        self.op("compare", &[a, b], &attrs, ty)
+    }
+
+    pub fn select(&mut self, c: &V, t: &V, f: &V) -> V {
+        let ty = [&c.ty, &t.ty, &f.ty]
+            .into_iter()
+            .find(|x| x.is_dynamic())
+            .map(|x| x.with_elt(t.ty.elt))
+            .unwrap_or_else(|| t.ty.clone());
+        self.op("select", &[c, t, f], "", ty)
+    }
+
+    pub fn convert(&mut self, x: &V, elt: Elt) -> V {
+        if x.ty.elt == elt {
+            return x.clone();
+        }
+        self.op("convert", &[x], "", x.ty.with_elt(elt))
+    }
+
+    /// `clamp(lo, x, hi)` with scalar bounds.
+    pub fn clamp(&mut self, lo: &V, x: &V, hi: &V) -> V {
+        self.op("clamp", &[lo, x, hi], "", x.ty.clone())
+    }
+
+    /// A scalar broadcast to the static type `ty`.
+    pub fn fill(&mut self, s: &V, ty: &Ty) -> V {
+        let t = ty.bound().with_elt(s.ty.elt);
+        self.op(
+            "broadcast_in_dim",
+            &[s],
+            "broadcast_dimensions = array<i64>",
+            t,
+        )
+    }
+
+    // ----- sizes -----
+
+    pub fn get_size(&mut self, x: &V, dim: usize) -> V {
+        if !x.ty.dynamic[dim] {
+            return self.i32c(x.ty.dims[dim]);
+        }
+        self.op(
+            "get_dimension_size",
+            &[x],
+            &format!("dimension = {dim} : i64"),
+            Ty::scalar(Elt::I32),
+        )
+    }
+
+    /// `set_dimension_size`; `dynamic` says whether the result dimension is
+    /// dynamic (false when setting it to its bound, which restores a
+    /// static type).
+    pub fn set_size(&mut self, x: &V, dim: usize, size: &V, dynamic: bool) -> V {
+        let mut ty = x.ty.clone();
+        ty.dynamic[dim] = dynamic;
+        self.op(
+            "set_dimension_size",
+            &[x, size],
+            &format!("dimension = {dim} : i64"),
+            ty,
+        )
+    }
+
+    // ----- shape -----
+
+    pub fn reshape(&mut self, x: &V, ty: Ty) -> V {
+        if x.ty == ty {
+            return x.clone();
+        }
+        self.op("reshape", &[x], "", ty)
+    }
+
+    pub fn broadcast_in_dim(&mut self, x: &V, dims: &[i64], ty: Ty) -> V {
+        self.op(
+            "broadcast_in_dim",
+            &[x],
+            &format!("broadcast_dimensions = {}", arr(dims)),
+            ty,
+        )
+    }
+
+    pub fn transpose(&mut self, x: &V, perm: &[usize]) -> V {
+        let ty = Ty {
+            elt: x.ty.elt,
+            dims: perm.iter().map(|&p| x.ty.dims[p]).collect(),
+            dynamic: perm.iter().map(|&p| x.ty.dynamic[p]).collect(),
+        };
+        let p: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+        self.op("transpose", &[x], &format!("permutation = {}", arr(&p)), ty)
+    }
+
+    /// `x[start:limit]` along `dim` (other dims whole).
+    pub fn slice(&mut self, x: &V, dim: usize, start: i64, limit: i64) -> V {
+        let mut starts = vec![0; x.ty.rank()];
+        let mut limits = x.ty.dims.clone();
+        starts[dim] = start;
+        limits[dim] = limit;
+        let mut ty = x.ty.clone();
+        ty.dims[dim] = limit - start;
+        let strides = vec![1; x.ty.rank()];
+        self.op(
+            "slice",
+            &[x],
+            &format!(
+                "start_indices = {}, limit_indices = {}, strides = {}",
+                arr(&starts),
+                arr(&limits),
+                arr(&strides)
+            ),
+            ty,
+        )
+    }
+
+    pub fn concat(&mut self, xs: &[&V], dim: usize, ty: Ty) -> V {
+        self.op("concatenate", xs, &format!("dimension = {dim} : i64"), ty)
+    }
+
+    /// Pads `x` along `dim` with `lo` and `hi` elements of the scalar `v`.
+    pub fn pad(&mut self, x: &V, v: &V, dim: usize, lo: i64, hi: i64) -> V {
+        let r = x.ty.rank();
+        let mut l = vec![0; r];
+        let mut h = vec![0; r];
+        l[dim] = lo;
+        h[dim] = hi;
+        let mut ty = x.ty.clone();
+        ty.dims[dim] += lo + hi;
+        self.op(
+            "pad",
+            &[x, v],
+            &format!(
+                "edge_padding_low = {}, edge_padding_high = {}, interior_padding = {}",
+                arr(&l),
+                arr(&h),
+                arr(&vec![0; r])
+            ),
+            ty,
+        )
+    }
+
+    // ----- reductions -----
+
+    /// Reduces `x` over `dims` from `init` with the binary op `combine`.
+    pub fn reduce(
+        &mut self,
+        x: &V,
+        init: &V,
+        dims: &[usize],
+        combine: impl FnOnce(&mut Builder, &V, &V) -> V,
+    ) -> V {
+        let keep: Vec<usize> = (0..x.ty.rank()).filter(|d| !dims.contains(d)).collect();
+        let ty = Ty {
+            elt: x.ty.elt,
+            dims: keep.iter().map(|&d| x.ty.dims[d]).collect(),
+            dynamic: keep.iter().map(|&d| x.ty.dynamic[d]).collect(),
+        };
+        let ds: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let e = x.ty.elt;
+        self.region_op(
+            "reduce",
+            &[x, init],
+            &format!("dimensions = {}", arr(&ds)),
+            &[e, e],
+            &[ty],
+            |b, args| vec![combine(b, &args[0], &args[1])],
+        )
+        .remove(0)
+    }
+
+    /// Sum of all elements of a static i32 vector.
+    pub fn sum_all(&mut self, x: &V) -> V {
+        let z = self.scalar(0.0, x.ty.elt);
+        let dims: Vec<usize> = (0..x.ty.rank()).collect();
+        self.reduce(x, &z, &dims, |b, p, q| b.bin("add", p, q))
+    }
+}

@@ -1,0 +1,145 @@
+//! Indexing ops: `index_select`, `gather`, `index_add`, `scatter_add`.
+//!
+//! Operands are used through static views. Gathers read only real
+//! positions for in-range indices; XLA clamps an out-of-range index into
+//! the bound (the reference reports an error instead). Scatters drop the
+//! padded part of a dynamic index or source by pointing it out of range,
+//! which XLA skips; out-of-range and negative indices are skipped too.
+
+use super::emit::{list, Elt, Ty, V};
+use super::Ctx;
+
+/// `[0, r)` without `dim`.
+fn others(r: usize, dim: usize) -> Vec<i64> {
+    (0..r).filter(|&d| d != dim).map(|d| d as i64).collect()
+}
+
+impl Ctx<'_> {
+    pub(super) fn index_select(&mut self, x: &V, idx: &V, dim: usize, ty: &Ty) -> V {
+        let mut sizes = self.sizes_of(x);
+        sizes[dim] = idx.ty.dynamic[0].then(|| self.b.get_size(idx, 0));
+        let xs = self.padded(x, None);
+        let is = self.padded(idx, None);
+        let k = is.ty.dims[0];
+        let is = self.b.reshape(&is, Ty::fixed(is.ty.elt, &[k, 1]));
+        let r = xs.ty.rank();
+        let mut slice = xs.ty.dims.clone();
+        slice[dim] = 1;
+        let attrs = format!(
+            "dimension_numbers = #stablehlo.gather<offset_dims = {}, collapsed_slice_dims = [{dim}], start_index_map = [{dim}], index_vector_dim = 1>, slice_sizes = {}, indices_are_sorted = false",
+            list(&others(r, dim)),
+            super::emit::arr(&slice)
+        );
+        let out = self.b.op("gather", &[&xs, &is], &attrs, ty.bound());
+        self.redyn(out, ty, &sizes)
+    }
+
+    /// Full coordinates (i64) of every position of the static `idx_s`, with
+    /// `idx_s` itself along `dim`.
+    fn coords(&mut self, idx_s: &V, dim: usize) -> Vec<V> {
+        let t = idx_s.ty.with_elt(Elt::I64);
+        let idx64 = self.b.convert(idx_s, Elt::I64);
+        (0..t.rank())
+            .map(|d| {
+                if d == dim {
+                    idx64.clone()
+                } else {
+                    self.b.iota(&t, d)
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn gather(&mut self, x: &V, idx: &V, dim: usize, ty: &Ty) -> V {
+        let sizes = self.sizes_of(idx);
+        let xs = self.padded(x, None);
+        let is = self.padded(idx, None);
+        let coords = self.coords(&is, dim);
+        let out = self.gather_points(&xs, &coords, &ty.bound());
+        self.redyn(out, ty, &sizes)
+    }
+
+    /// The static `idx` with positions outside `idx`'s real sizes replaced
+    /// by `oob` (an out-of-range index), as i64.
+    fn drop_padding(&mut self, idx: &V, oob: i64) -> V {
+        let mask = self.valid_mask(idx);
+        let is = self.padded(idx, None);
+        let is = self.b.convert(&is, Elt::I64);
+        match mask {
+            Some(m) => {
+                let o = self.b.splat(oob as f64, &is.ty);
+                self.b.select(&m, &is, &o)
+            }
+            None => is,
+        }
+    }
+
+    pub(super) fn index_add(&mut self, base: &V, idx: &V, src: &V, dim: usize, ty: &Ty) -> V {
+        let sizes = self.sizes_of(base);
+        let bs = self.padded(base, None);
+        let is = self.drop_padding(idx, bs.ty.dims[dim]);
+        let k = is.ty.dims[0];
+        let is = self.b.reshape(&is, Ty::fixed(Elt::I64, &[k, 1]));
+        let ss = self.padded(src, None);
+        let r = bs.ty.rank();
+        let window = others(r, dim);
+        let uw = if window.is_empty() {
+            String::new()
+        } else {
+            format!("update_window_dims = {}, ", list(&window))
+        };
+        let attrs = format!(
+            "scatter_dimension_numbers = #stablehlo.scatter<{uw}inserted_window_dims = [{dim}], scatter_dims_to_operand_dims = [{dim}], index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false"
+        );
+        let out = self.scatter_add_op(&bs, &is, &ss, &attrs);
+        self.redyn(out, ty, &sizes)
+    }
+
+    pub(super) fn scatter_add(&mut self, base: &V, idx: &V, src: &V, dim: usize, ty: &Ty) -> V {
+        let sizes = self.sizes_of(base);
+        let bs = self.padded(base, None);
+        let is = self.drop_padding(idx, bs.ty.dims[dim]);
+        let r = bs.ty.rank();
+        // A coordinate past the base's bound in any dim makes XLA skip
+        // the update, as for the padded positions set out of range above.
+        let coords = self.coords(&is, dim);
+        let mut it = is.ty.clone();
+        it.dims.push(1);
+        it.dynamic.push(false);
+        let cols: Vec<V> = coords
+            .iter()
+            .map(|c| self.b.reshape(c, it.clone()))
+            .collect();
+        let mut all = it.clone();
+        all.dims[r] = r as i64;
+        let refs: Vec<&V> = cols.iter().collect();
+        let indices = if r == 1 {
+            cols[0].clone()
+        } else {
+            self.b.concat(&refs, r, all)
+        };
+        let ss = self.padded(src, None);
+        let dims: Vec<i64> = (0..r as i64).collect();
+        let attrs = format!(
+            "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = {}, scatter_dims_to_operand_dims = {}, index_vector_dim = {r}>, indices_are_sorted = false, unique_indices = false",
+            list(&dims),
+            list(&dims)
+        );
+        let out = self.scatter_add_op(&bs, &indices, &ss, &attrs);
+        self.redyn(out, ty, &sizes)
+    }
+
+    fn scatter_add_op(&mut self, base: &V, indices: &V, upd: &V, attrs: &str) -> V {
+        let e = base.ty.elt;
+        self.b
+            .region_op(
+                "scatter",
+                &[base, indices, upd],
+                attrs,
+                &[e, e],
+                std::slice::from_ref(&base.ty),
+                |b, a| vec![b.bin("add", &a[0], &a[1])],
+            )
+            .remove(0)
+    }
+}

@@ -1,0 +1,288 @@
+//! Elementwise ops with the reference interpreter's exact semantics
+//! (`backend/reference/eval.rs`, `kernels.rs`): integer division by zero
+//! gives -1 and remainder by zero the dividend, remainder takes the
+//! divisor's sign, max/min propagate NaN, conversions follow Rust's `as`,
+//! `erf` is evaluated as the reference does it (in f64), and random bits are
+//! those of `autograd/random.rs`.
+
+use super::emit::{Dir, Elt, Ty, V};
+use super::Ctx;
+use crate::ir::{BinaryOp, CmpOp, UnaryOp};
+
+impl Ctx<'_> {
+    /// A constant of `x`'s bound shape and element type.
+    fn like(&mut self, x: &V, v: f64) -> V {
+        self.b.splat(v, &x.ty)
+    }
+
+    fn is_nan(&mut self, x: &V) -> V {
+        self.b.cmp(Dir::Ne, x, x)
+    }
+
+    pub(super) fn unary(&mut self, u: UnaryOp, x: &V) -> V {
+        let float = x.ty.elt.is_float();
+        match u {
+            UnaryOp::Neg => self.b.un("negate", x),
+            UnaryOp::Abs => self.b.un("abs", x),
+            UnaryOp::Exp => self.b.un("exponential", x),
+            UnaryOp::Log => self.b.un("log", x),
+            UnaryOp::Sqrt => self.b.un("sqrt", x),
+            UnaryOp::Rsqrt => {
+                // 1/sqrt(x), as the reference computes it.
+                let s = self.b.un("sqrt", x);
+                let one = self.like(x, 1.0);
+                self.b.bin("divide", &one, &s)
+            }
+            UnaryOp::Tanh => self.b.un("tanh", x),
+            UnaryOp::Sigmoid => {
+                // 1 / (1 + exp(-x)), the reference's formula.
+                let n = self.b.un("negate", x);
+                let e = self.b.un("exponential", &n);
+                let one = self.like(x, 1.0);
+                let d = self.b.bin("add", &one, &e);
+                self.b.bin("divide", &one, &d)
+            }
+            UnaryOp::Erf => self.erf(x),
+            UnaryOp::Floor => self.b.un("floor", x),
+            UnaryOp::Sign => {
+                if float {
+                    // +-1 for nonzero, the operand itself for +-0 and NaN.
+                    let zero = self.like(x, 0.0);
+                    let one = self.like(x, 1.0);
+                    let m1 = self.like(x, -1.0);
+                    let gt = self.b.cmp(Dir::Gt, x, &zero);
+                    let lt = self.b.cmp(Dir::Lt, x, &zero);
+                    let r = self.b.select(&lt, &m1, x);
+                    self.b.select(&gt, &one, &r)
+                } else {
+                    self.b.un("sign", x)
+                }
+            }
+            UnaryOp::Sin => self.b.un("sine", x),
+            UnaryOp::Cos => self.b.un("cosine", x),
+            UnaryOp::Not => self.b.un("not", x),
+        }
+    }
+
+    pub(super) fn binary(&mut self, op: BinaryOp, a: &V, b: &V) -> V {
+        let float = a.ty.elt.is_float();
+        match op {
+            BinaryOp::Add => self.b.bin("add", a, b),
+            BinaryOp::Sub => self.b.bin("subtract", a, b),
+            BinaryOp::Mul => self.b.bin("multiply", a, b),
+            BinaryOp::Div if float => self.b.bin("divide", a, b),
+            BinaryOp::Div => {
+                // x / 0 = -1; MIN / -1 = MIN (wrapping), never a trap.
+                let (zero_d, m1_d, safe) = self.safe_divisor(b);
+                let q = self.b.bin("divide", a, &safe);
+                let zero = self.like(a, 0.0);
+                let neg = self.b.bin("subtract", &zero, a);
+                let q = self.b.select(&m1_d, &neg, &q);
+                let m1 = self.like(a, -1.0);
+                self.b.select(&zero_d, &m1, &q)
+            }
+            BinaryOp::Rem => {
+                let zero = self.like(a, 0.0);
+                let (zero_d, r, divisor) = if float {
+                    (None, self.b.bin("remainder", a, b), b.clone())
+                } else {
+                    let (zero_d, m1_d, safe) = self.safe_divisor(b);
+                    let r = self.b.bin("remainder", a, &safe);
+                    let r = self.b.select(&m1_d, &zero, &r);
+                    (Some(zero_d), r, safe)
+                };
+                // The sign of the divisor: r + b when r != 0 and the signs differ.
+                let nz = self.b.cmp(Dir::Ne, &r, &zero);
+                let rn = self.b.cmp(Dir::Lt, &r, &zero);
+                let bn = self.b.cmp(Dir::Lt, &divisor, &zero);
+                let differ = self.b.cmp(Dir::Ne, &rn, &bn);
+                let fix = self.b.bin("and", &nz, &differ);
+                let rb = self.b.bin("add", &r, &divisor);
+                let r = self.b.select(&fix, &rb, &r);
+                match zero_d {
+                    Some(z) => self.b.select(&z, a, &r),
+                    None => r,
+                }
+            }
+            BinaryOp::Pow => self.b.bin("power", a, b),
+            BinaryOp::Max | BinaryOp::Min => {
+                let dir = if matches!(op, BinaryOp::Max) {
+                    Dir::Gt
+                } else {
+                    Dir::Lt
+                };
+                self.pick(dir, a, b)
+            }
+            BinaryOp::And => self.b.bin("and", a, b),
+            BinaryOp::Or => self.b.bin("or", a, b),
+        }
+    }
+
+    /// `a` if `a` is NaN or `a dir b`, else `b` (NaN-propagating max/min,
+    /// exactly the reference's rule).
+    pub(super) fn pick(&mut self, dir: Dir, a: &V, b: &V) -> V {
+        let better = self.b.cmp(dir, a, b);
+        let take = if a.ty.elt.is_float() {
+            let nan = self.is_nan(a);
+            self.b.bin("or", &nan, &better)
+        } else {
+            better
+        };
+        self.b.select(&take, a, b)
+    }
+
+    /// For an integer divisor: (is zero, is -1, the divisor with both
+    /// replaced by 1).
+    fn safe_divisor(&mut self, b: &V) -> (V, V, V) {
+        let zero = self.like(b, 0.0);
+        let m1 = self.like(b, -1.0);
+        let one = self.like(b, 1.0);
+        let z = self.b.cmp(Dir::Eq, b, &zero);
+        let n = self.b.cmp(Dir::Eq, b, &m1);
+        let either = self.b.bin("or", &z, &n);
+        let safe = self.b.select(&either, &one, b);
+        (z, n, safe)
+    }
+
+    pub(super) fn compare(&mut self, c: CmpOp, a: &V, b: &V) -> V {
+        let dir = match c {
+            CmpOp::Eq => Dir::Eq,
+            CmpOp::Ne => Dir::Ne,
+            CmpOp::Lt => Dir::Lt,
+            CmpOp::Le => Dir::Le,
+            CmpOp::Gt => Dir::Gt,
+            CmpOp::Ge => Dir::Ge,
+        };
+        self.b.cmp(dir, a, b)
+    }
+
+    /// Rust `as` conversion: to Bool is `!= 0` (NaN is true); float to
+    /// integer truncates toward zero and saturates, NaN giving 0; integer
+    /// narrowing wraps.
+    pub(super) fn convert(&mut self, x: &V, to: Elt) -> V {
+        let from = x.ty.elt;
+        if from == to {
+            return x.clone();
+        }
+        if to == Elt::I1 {
+            let zero = self.like(x, 0.0);
+            return self.b.cmp(Dir::Ne, x, &zero);
+        }
+        if from.is_float() && matches!(to, Elt::I32 | Elt::I64) {
+            let (lo, hi) = match to {
+                Elt::I32 => (i32::MIN as f64, 2f64.powi(31)),
+                _ => (i64::MIN as f64, 2f64.powi(63)),
+            };
+            let lo_f = self.like(x, lo);
+            let hi_f = self.like(x, hi);
+            let c = self.b.convert(x, to);
+            let ty = x.ty.with_elt(to);
+            let min = self.b.splat_lit(&to.lowest(), &ty);
+            let max = self.b.splat_lit(&to.highest(), &ty);
+            let zero = self.b.splat(0.0, &ty);
+            let below = self.b.cmp(Dir::Lt, x, &lo_f);
+            let above = self.b.cmp(Dir::Ge, x, &hi_f);
+            let nan = self.is_nan(x);
+            let r = self.b.select(&below, &min, &c);
+            let r = self.b.select(&above, &max, &r);
+            return self.b.select(&nan, &zero, &r);
+        }
+        self.b.convert(x, to)
+    }
+
+    /// `erf` computed as the reference does, in f64: the Taylor series for
+    /// |x| < 3 (64 terms, past the reference's 1e-17 stopping point), the
+    /// continued fraction of erfc for 3 <= |x| <= 6, +-1 beyond, NaN kept.
+    fn erf(&mut self, x0: &V) -> V {
+        let elt = x0.ty.elt;
+        let x = self.b.convert(x0, Elt::F64);
+        let ax = self.b.un("abs", &x);
+        let x2 = self.b.bin("multiply", &x, &x);
+        // Taylor: term *= -x2/n; sum += term/(2n+1).
+        let mut term = x.clone();
+        let mut sum = x.clone();
+        let nx2 = self.b.un("negate", &x2);
+        for n in 1..=64 {
+            let nn = self.like(&x, n as f64);
+            let f = self.b.bin("divide", &nx2, &nn);
+            term = self.b.bin("multiply", &term, &f);
+            let d = self.like(&x, 2.0 * n as f64 + 1.0);
+            let t = self.b.bin("divide", &term, &d);
+            sum = self.b.bin("add", &sum, &t);
+        }
+        let c = self.like(&x, std::f64::consts::FRAC_2_SQRT_PI);
+        let series = self.b.bin("multiply", &sum, &c);
+        // Continued fraction: cf = (k/2)/(ax + cf), k = 60..1.
+        let mut cf = self.like(&x, 0.0);
+        for k in (1..=60).rev() {
+            let kk = self.like(&x, k as f64 / 2.0);
+            let d = self.b.bin("add", &ax, &cf);
+            cf = self.b.bin("divide", &kk, &d);
+        }
+        let ax2 = self.b.bin("multiply", &ax, &ax);
+        let nax2 = self.b.un("negate", &ax2);
+        let e = self.b.un("exponential", &nax2);
+        let d = self.b.bin("add", &ax, &cf);
+        let q = self.b.bin("divide", &e, &d);
+        let sp = self.like(&x, std::f64::consts::PI.sqrt());
+        let erfc = self.b.bin("divide", &q, &sp);
+        let one = self.like(&x, 1.0);
+        let tail = self.b.bin("subtract", &one, &erfc);
+        let sign = self.unary(UnaryOp::Sign, &x);
+        // sign(x) is +-1 on this branch (|x| >= 3).
+        let tail = self.b.bin("multiply", &sign, &tail);
+        let three = self.like(&x, 3.0);
+        let six = self.like(&x, 6.0);
+        let small = self.b.cmp(Dir::Lt, &ax, &three);
+        let big = self.b.cmp(Dir::Gt, &ax, &six);
+        let r = self.b.select(&small, &series, &tail);
+        let r = self.b.select(&big, &sign, &r);
+        let nan = self.is_nan(&x);
+        let r = self.b.select(&nan, &x, &r);
+        self.b.convert(&r, elt)
+    }
+
+    /// `autograd::random::uniform` for element `i` (row-major) under the
+    /// i64 scalar `seed`, in ui32 arithmetic.
+    pub(super) fn random_uniform(&mut self, seed: &V, ty: &Ty) -> V {
+        let mask = self.b.scalar(u32::MAX as f64, Elt::I64);
+        let lo = self.b.bin("and", seed, &mask);
+        let lo = self.b.convert(&lo, Elt::U32);
+        let c32 = self.b.scalar(32.0, Elt::I64);
+        let hi = self.b.bin("shift_right_arithmetic", seed, &c32);
+        let hi = self.b.bin("and", &hi, &mask);
+        let hi = self.b.convert(&hi, Elt::U32);
+        let mh = self.mix32(&hi);
+        let s = self.b.bin("xor", &lo, &mh);
+        let s = self.mix32(&s);
+        let flat = Ty::fixed(Elt::U32, &[ty.numel()]);
+        let i = self.b.iota(&flat, 0);
+        let golden = self.b.splat(0x9e37_79b9u32 as f64, &flat);
+        let h = self.b.bin("multiply", &i, &golden);
+        let sb = self.b.fill(&s, &flat);
+        let h = self.b.bin("xor", &h, &sb);
+        let bits = self.mix32(&h);
+        let eight = self.b.splat(8.0, &flat);
+        let top = self.b.bin("shift_right_logical", &bits, &eight);
+        let f = self.b.convert(&top, Elt::F64);
+        let scale = self.b.splat(1.0 / (1u64 << 24) as f64, &f.ty);
+        let u = self.b.bin("multiply", &f, &scale);
+        let u = self.b.convert(&u, ty.elt);
+        self.b.reshape(&u, ty.bound())
+    }
+
+    /// Wellons' lowbias32 hash in ui32 ops.
+    fn mix32(&mut self, x: &V) -> V {
+        let mut x = x.clone();
+        for (shift, mul) in [(16u32, 0x7feb_352du32), (15, 0x846c_a68b)] {
+            let s = self.b.splat(shift as f64, &x.ty);
+            let t = self.b.bin("shift_right_logical", &x, &s);
+            x = self.b.bin("xor", &x, &t);
+            let m = self.b.splat(mul as f64, &x.ty);
+            x = self.b.bin("multiply", &x, &m);
+        }
+        let s = self.b.splat(16.0, &x.ty);
+        let t = self.b.bin("shift_right_logical", &x, &s);
+        self.b.bin("xor", &x, &t)
+    }
+}

@@ -1,0 +1,480 @@
+//! Lowering a canonical [`Program`] to StableHLO text (format `"mlir"`).
+//!
+//! # Entry convention
+//!
+//! Parameters, in order: for each `Program.params` entry, its data as a
+//! STATIC tensor of the bound shape, immediately followed by one
+//! `tensor<i32>` per dynamic dimension (in dimension order) holding its real
+//! size; then one `tensor<i32>` per `VarSource::Arg` variable, in `k`
+//! order. Inside, each size is clamped to `[0, bound]` and applied with
+//! `set_dimension_size` (a bounded entry parameter does not compile on
+//! CPU, and a size outside the bound is undefined behaviour).
+//!
+//! Results, in order: for each `Program.outputs` entry, its value made
+//! static at its bound (`set_dimension_size` to the bound constant),
+//! followed by one `tensor<i32>` per dynamic dimension from
+//! `get_dimension_size`; then the `Program.size_outputs` values. So every
+//! result buffer can be passed to the next program as a parameter as is.
+//!
+//! # Padding
+//!
+//! A value with dynamic dimensions carries a bounded type; its padding is
+//! unspecified. Elementwise ops run on bounded types directly (padding in,
+//! padding out). Every other op works on a static view (`padded`, with
+//! an explicit fill where the padding could be read: the identity of a
+//! reduction, 0 on a contracted dimension, out-of-range indices for
+//! scatters, a never-winning value for argmax) and gives its result its
+//! real sizes with `redyn`. So correctness never depends on which ops
+//! XLA's dynamic padder knows.
+//!
+//! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
+
+mod dynamic;
+mod emit;
+mod index;
+mod math;
+mod reduce;
+mod sizes;
+
+use crate::dtype::DType;
+use crate::ir::Op;
+use crate::runtime::program::{Program, VarSource};
+use crate::symint::SizeExpr;
+use crate::{Error, Result};
+use emit::{Builder, Dir, Elt, Ty, V};
+use std::collections::HashMap;
+
+/// A lowered program and the layout of its results.
+pub(crate) struct Lowered {
+    /// The StableHLO module text.
+    pub text: String,
+    /// For each program output: its number of dynamic dimensions (each
+    /// followed in the results by that many size scalars).
+    pub output_dynamic: Vec<usize>,
+    /// The number of `VarSource::Arg` parameters.
+    pub num_var_args: usize,
+}
+
+/// Lowering state for one program.
+pub(super) struct Ctx<'p> {
+    pub(super) b: Builder,
+    pub(super) program: &'p Program,
+    /// The value of each node lowered so far.
+    pub(super) values: Vec<Option<V>>,
+    /// The value of each `Data` node (set up from the entry parameters).
+    params: HashMap<usize, V>,
+    /// Position in `program.vars` by variable id.
+    pub(super) var_pos: HashMap<u64, usize>,
+    /// Emitted variable values by position in `program.vars`.
+    pub(super) var_vals: HashMap<usize, V>,
+    /// The `VarSource::Arg` parameters.
+    pub(super) var_args: Vec<V>,
+}
+
+/// The MLIR type of a node: a dimension is dynamic exactly when its size
+/// expression is not a constant; its bound is the expression's upper bound.
+pub(super) fn node_ty(dtype: DType, shape: &[SizeExpr]) -> Ty {
+    Ty {
+        elt: Elt::of(dtype),
+        dims: shape
+            .iter()
+            .map(|e| e.as_const().unwrap_or_else(|| e.hi()).max(0))
+            .collect(),
+        dynamic: shape.iter().map(|e| e.as_const().is_none()).collect(),
+    }
+}
+
+/// Lowers `program`.
+pub(crate) fn lower(program: &Program) -> Result<Lowered> {
+    let mut ctx = Ctx {
+        b: Builder::new(),
+        program,
+        values: vec![None; program.nodes.len()],
+        params: HashMap::new(),
+        var_pos: program.var_positions(),
+        var_vals: HashMap::new(),
+        var_args: Vec::new(),
+    };
+    let mut sig: Vec<String> = Vec::new();
+    let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
+        let v = V {
+            name: format!("%arg{}", sig.len()),
+            ty: ty.clone(),
+        };
+        sig.push(format!("{}: {}", v.name, ty.mlir()));
+        v
+    };
+    let i32t = Ty::scalar(Elt::I32);
+    let mut raw_params = Vec::new();
+    for &p in &program.params {
+        let n = &program.nodes[p];
+        let ty = node_ty(n.dtype, &n.shape);
+        let data = arg(&ty.bound(), &mut sig);
+        let sizes: Vec<V> = (0..ty.rank())
+            .filter(|&d| ty.dynamic[d])
+            .map(|_| arg(&i32t, &mut sig))
+            .collect();
+        raw_params.push((p, ty, data, sizes));
+    }
+    let num_var_args = program
+        .vars
+        .iter()
+        .filter_map(|v| match v.source {
+            VarSource::Arg(k) => Some(k + 1),
+            VarSource::Dim { .. } => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for _ in 0..num_var_args {
+        let v = arg(&i32t, &mut sig);
+        ctx.var_args.push(v);
+    }
+    for (p, ty, data, sizes) in raw_params {
+        let mut sizes = sizes.into_iter();
+        let mut v = data;
+        for d in 0..ty.rank() {
+            if ty.dynamic[d] {
+                let s = sizes.next().expect("one size per dynamic dim");
+                let s = ctx.clamp_size(&s, ty.dims[d]);
+                v = ctx.b.set_size(&v, d, &s, true);
+            }
+        }
+        ctx.params.insert(p, v);
+    }
+
+    for i in 0..program.nodes.len() {
+        let v = ctx.node(i)?;
+        ctx.values[i] = Some(v);
+    }
+
+    let mut results: Vec<V> = Vec::new();
+    let mut output_dynamic = Vec::new();
+    for &o in &program.outputs {
+        let v = ctx.value(o)?;
+        let dyn_dims: Vec<usize> = (0..v.ty.rank()).filter(|&d| v.ty.dynamic[d]).collect();
+        let sizes: Vec<V> = dyn_dims.iter().map(|&d| ctx.b.get_size(&v, d)).collect();
+        let mut s = v.clone();
+        for &d in &dyn_dims {
+            let bound = ctx.b.i32c(v.ty.dims[d]);
+            s = ctx.b.set_size(&s, d, &bound, false);
+        }
+        results.push(s);
+        results.extend(sizes);
+        output_dynamic.push(dyn_dims.len());
+    }
+    for &k in &program.size_outputs {
+        let var = program.vars[k].var.clone();
+        let v = ctx.var_value(&var)?;
+        results.push(v);
+    }
+
+    let names: Vec<&str> = results.iter().map(|v| v.name.as_str()).collect();
+    let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
+    let mut text = format!(
+        "func.func @main({}) -> ({}) {{\n",
+        sig.join(", "),
+        tys.join(", ")
+    );
+    for l in &ctx.b.lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "  \"func.return\"({}) : ({}) -> ()\n}}\n",
+        names.join(", "),
+        tys.join(", ")
+    ));
+    Ok(Lowered {
+        text,
+        output_dynamic,
+        num_var_args,
+    })
+}
+
+impl Ctx<'_> {
+    fn value(&self, i: usize) -> Result<V> {
+        self.values[i].clone().ok_or_else(|| {
+            Error::internal("pjrt lowering", format!("node {i} used before defined"))
+        })
+    }
+
+    /// The type of node `i`.
+    pub(super) fn ty(&self, i: usize) -> Ty {
+        let n = &self.program.nodes[i];
+        node_ty(n.dtype, &n.shape)
+    }
+
+    /// Lowers node `i`: the one exhaustive match over [`Op`].
+    fn node(&mut self, i: usize) -> Result<V> {
+        let node = &self.program.nodes[i];
+        let ins: Vec<V> = node
+            .inputs
+            .iter()
+            .map(|&j| self.value(j))
+            .collect::<Result<_>>()?;
+        let ty = self.ty(i);
+        Ok(match &node.op {
+            Op::Data { .. } => self
+                .params
+                .remove(&i)
+                .ok_or_else(|| Error::internal("pjrt lowering", "a data node is no parameter"))?,
+            Op::Scalar { value, dtype } => self.b.scalar(value.0, Elt::of(*dtype)),
+            Op::Iota { shape, dim, .. } => {
+                // An i1 iota is not allowed; count in i64 and convert.
+                let count = if ty.elt == Elt::I1 { Elt::I64 } else { ty.elt };
+                let it = self.b.iota(&ty.with_elt(count), *dim);
+                let it = self.b.convert(&it, ty.elt);
+                let sizes = self.expr_sizes(shape, &ty)?;
+                self.redyn(it, &ty, &sizes)
+            }
+            Op::SizeOf(e) => {
+                let s = self.size_value(e)?;
+                self.b.convert(&s, Elt::I64)
+            }
+            Op::RandomUniform { .. } => self.random_uniform(&ins[0], &ty),
+            Op::Unary(u) => self.unary(*u, &ins[0]),
+            Op::Binary(op) => self.binary(*op, &ins[0], &ins[1]),
+            Op::Compare(c) => self.compare(*c, &ins[0], &ins[1]),
+            Op::Select => self.b.select(&ins[0], &ins[1], &ins[2]),
+            Op::Convert(d) => self.convert(&ins[0], Elt::of(*d)),
+            Op::Broadcast { shape, dims } => {
+                let x = self.padded(&ins[0], None);
+                let d: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+                let out = self.b.broadcast_in_dim(&x, &d, ty.bound());
+                let sizes = self.expr_sizes(shape, &ty)?;
+                self.redyn(out, &ty, &sizes)
+            }
+            Op::Reshape { shape } => self.reshape(&ins[0], shape, &ty)?,
+            Op::Transpose { perm } => {
+                let sizes = self.sizes_of(&ins[0]);
+                let x = self.padded(&ins[0], None);
+                let out = self.b.transpose(&x, perm);
+                let sizes: Vec<Option<V>> = perm.iter().map(|&p| sizes[p].clone()).collect();
+                self.redyn(out, &ty, &sizes)
+            }
+            Op::Slice { dim, start, len } => {
+                let sizes = self.sizes_of(&ins[0]);
+                let x = self.padded(&ins[0], None);
+                let out = self
+                    .b
+                    .slice(&x, *dim, *start as i64, (*start + *len) as i64);
+                self.redyn(out, &ty, &sizes)
+            }
+            Op::Concat { dim } => self.concat(&ins, *dim, &ty),
+            Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
+            Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
+            Op::ArgReduce { kind, dim } => self.arg_reduce(*kind, &ins[0], *dim, &ty),
+            Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),
+            Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
+            Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
+            Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::ScatterAdd { dim } => self.scatter_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::MaskedScatter => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
+            Op::Nonzero => self.nonzero(&ins[0], &ty),
+            Op::MaskedSelect => self.masked_select(&ins[0], &ins[1], &ty),
+            Op::Unique => self.unique(&ins[0], &ty),
+            Op::UniqueCounts => self.unique_counts(&ins[0], &ins[1], &ty),
+        })
+    }
+
+    // ----- padding helpers -----
+
+    /// The real size of each dimension of `x` (`None` for static ones).
+    pub(super) fn sizes_of(&mut self, x: &V) -> Vec<Option<V>> {
+        (0..x.ty.rank())
+            .map(|d| x.ty.dynamic[d].then(|| self.b.get_size(x, d)))
+            .collect()
+    }
+
+    /// The sizes of the dynamic dimensions of `ty` from their expressions.
+    fn expr_sizes(&mut self, shape: &[SizeExpr], ty: &Ty) -> Result<Vec<Option<V>>> {
+        (0..ty.rank())
+            .map(|d| {
+                if ty.dynamic[d] {
+                    self.size_value(&shape[d]).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })
+            .collect()
+    }
+
+    /// A static Bool mask of `x`'s bound shape: true at real positions.
+    /// `None` when `x` is static.
+    pub(super) fn valid_mask(&mut self, x: &V) -> Option<V> {
+        let sizes = self.sizes_of(x);
+        self.mask_from_sizes(&x.ty, &sizes)
+    }
+
+    /// The mask of positions below `sizes` in the bound shape of `ty`.
+    pub(super) fn mask_from_sizes(&mut self, ty: &Ty, sizes: &[Option<V>]) -> Option<V> {
+        let shape = ty.bound().with_elt(Elt::I32);
+        let mut mask: Option<V> = None;
+        for (d, s) in sizes.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let it = self.b.iota(&shape, d);
+            let s = self.b.fill(s, &shape);
+            let m = self.b.cmp(Dir::Lt, &it, &s);
+            mask = Some(match mask {
+                None => m,
+                Some(prev) => self.b.bin("and", &prev, &m),
+            });
+        }
+        mask
+    }
+
+    /// `x` as a static tensor of its bound shape; with `fill`, the padding
+    /// is set to it, otherwise it is left unspecified.
+    pub(super) fn padded(&mut self, x: &V, fill: Option<f64>) -> V {
+        let lit = fill.map(|f| x.ty.elt.literal(f));
+        self.padded_lit(x, lit.as_deref())
+    }
+
+    /// [`Ctx::padded`] with the fill as an MLIR literal.
+    pub(super) fn padded_lit(&mut self, x: &V, fill: Option<&str>) -> V {
+        if !x.ty.is_dynamic() {
+            return x.clone();
+        }
+        let mask = if fill.is_some() {
+            self.valid_mask(x)
+        } else {
+            None
+        };
+        let mut s = x.clone();
+        for d in 0..x.ty.rank() {
+            if x.ty.dynamic[d] {
+                let bound = self.b.i32c(x.ty.dims[d]);
+                s = self.b.set_size(&s, d, &bound, false);
+            }
+        }
+        match (fill, mask) {
+            (Some(lit), Some(mask)) => {
+                let f = self.b.splat_lit(lit, &s.ty);
+                self.b.select(&mask, &s, &f)
+            }
+            _ => s,
+        }
+    }
+
+    /// Gives the static `x` the dynamic dimensions of `ty` with `sizes`
+    /// (clamped to the bounds).
+    pub(super) fn redyn(&mut self, x: V, ty: &Ty, sizes: &[Option<V>]) -> V {
+        let mut v = x;
+        for d in 0..ty.rank() {
+            if ty.dynamic[d] {
+                let s = match sizes.get(d).cloned().flatten() {
+                    Some(s) => s,
+                    None => self.b.i32c(ty.dims[d]),
+                };
+                let s = self.clamp_size(&s, ty.dims[d]);
+                v = self.b.set_size(&v, d, &s, true);
+            }
+        }
+        v
+    }
+
+    // ----- shape ops -----
+
+    fn concat(&mut self, ins: &[V], dim: usize, ty: &Ty) -> V {
+        let mut sizes = self.sizes_of(&ins[0]);
+        let parts: Vec<V> = ins.iter().map(|x| self.padded(x, None)).collect();
+        if !ty.dynamic[dim] {
+            let refs: Vec<&V> = parts.iter().collect();
+            let out = self.b.concat(&refs, dim, ty.bound());
+            return self.redyn(out, ty, &sizes);
+        }
+        // Along a dynamic dim: write each part at the running real offset.
+        // Each start is at most the sum of the earlier bounds, so it never
+        // gets clamped; a part's padding is overwritten by the next part.
+        let zero = self.b.scalar(0.0, ty.elt);
+        let mut out = self.b.fill(&zero, ty);
+        let mut offset = self.b.i32c(0);
+        for (x, p) in ins.iter().zip(&parts) {
+            let mut starts: Vec<V> = (0..ty.rank()).map(|_| self.b.i32c(0)).collect();
+            starts[dim] = offset.clone();
+            let mut args: Vec<&V> = vec![&out, p];
+            args.extend(starts.iter());
+            out = self.b.op("dynamic_update_slice", &args, "", ty.bound());
+            let n = self.b.get_size(x, dim);
+            offset = self.b.bin("add", &offset, &n);
+        }
+        sizes[dim] = Some(offset);
+        self.redyn(out, ty, &sizes)
+    }
+
+    fn reshape(&mut self, x: &V, shape: &[SizeExpr], ty: &Ty) -> Result<V> {
+        if !x.ty.is_dynamic() && !ty.is_dynamic() {
+            return Ok(self.b.reshape(x, ty.clone()));
+        }
+        let out_sizes = self.expr_sizes(shape, ty)?;
+        let major_only =
+            |t: &Ty| t.dynamic.iter().skip(1).all(|&d| !d) && t.numel() == x.ty.numel();
+        if major_only(&x.ty) && major_only(ty) {
+            // The real elements are a prefix of the buffer in both shapes.
+            let xs = self.padded(x, None);
+            let out = self.b.reshape(&xs, ty.bound());
+            return Ok(self.redyn(out, ty, &out_sizes));
+        }
+        // General case: each output position's row-major rank among the
+        // real elements, mapped back to input coordinates, then a gather.
+        let in_sizes: Vec<V> = (0..x.ty.rank()).map(|d| self.b.get_size(x, d)).collect();
+        let o_sizes: Vec<V> = (0..ty.rank())
+            .map(|d| match &out_sizes[d] {
+                Some(s) => s.clone(),
+                None => self.b.i32c(ty.dims[d]),
+            })
+            .collect();
+        let shape32 = ty.bound().with_elt(Elt::I32);
+        let mut k = self.b.splat(0.0, &shape32);
+        for (d, size) in o_sizes.iter().enumerate() {
+            let it = self.b.iota(&shape32, d);
+            let s = self.b.fill(size, &shape32);
+            let km = self.b.bin("multiply", &k, &s);
+            k = self.b.bin("add", &km, &it);
+        }
+        let one = self.b.i32c(1);
+        let mut coords: Vec<V> = vec![k.clone(); x.ty.rank()];
+        let mut rest = k;
+        for d in (0..x.ty.rank()).rev() {
+            let s = self.b.bin("maximum", &in_sizes[d], &one);
+            let s = self.b.fill(&s, &shape32);
+            coords[d] = self.b.bin("remainder", &rest, &s);
+            rest = self.b.bin("divide", &rest, &s);
+        }
+        let xs = self.padded(x, None);
+        let out = self.gather_points(&xs, &coords, &ty.bound());
+        Ok(self.redyn(out, ty, &out_sizes))
+    }
+
+    /// `out[p] = x[coords[0][p], .., coords[r-1][p]]` for a static `x` and
+    /// integer coordinate tensors (all of one element type) of the static
+    /// shape `out` (out-of-range coordinates are clamped by XLA).
+    pub(super) fn gather_points(&mut self, x: &V, coords: &[V], out: &Ty) -> V {
+        let r = out.rank();
+        let mut idx_ty = out.with_elt(coords[0].ty.elt);
+        idx_ty.dims.push(1);
+        idx_ty.dynamic.push(false);
+        let cols: Vec<V> = coords
+            .iter()
+            .map(|c| self.b.reshape(c, idx_ty.clone()))
+            .collect();
+        let idx = if cols.len() == 1 {
+            cols[0].clone()
+        } else {
+            let mut t = idx_ty.clone();
+            t.dims[r] = cols.len() as i64;
+            let refs: Vec<&V> = cols.iter().collect();
+            self.b.concat(&refs, r, t)
+        };
+        let all: Vec<i64> = (0..x.ty.rank() as i64).collect();
+        let ones = vec![1i64; x.ty.rank()];
+        let attrs = format!(
+            "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = {}, start_index_map = {}, index_vector_dim = {r}>, slice_sizes = {}, indices_are_sorted = false",
+            emit::list(&all),
+            emit::list(&all),
+            emit::arr(&ones)
+        );
+        self.b
+            .op("gather", &[x, &idx], &attrs, out.bound().with_elt(x.ty.elt))
+    }
+}

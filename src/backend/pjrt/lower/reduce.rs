@@ -1,0 +1,130 @@
+//! Reductions, arg-reductions and matrix products, on static views with
+//! the padding set to a value that cannot change the result.
+
+use super::emit::{list, Builder, Dir, Elt, Ty, V};
+use super::Ctx;
+use crate::ir::{ArgKind, ReduceKind};
+
+/// NaN-propagating max/min combiner for reduction bodies (symmetric in its
+/// operands, since XLA may apply it in either order).
+fn pick_body(b: &mut Builder, dir: Dir, p: &V, q: &V) -> V {
+    let better = b.cmp(dir, p, q);
+    let take = if p.ty.elt.is_float() {
+        let nan = b.cmp(Dir::Ne, p, p);
+        b.bin("or", &nan, &better)
+    } else {
+        better
+    };
+    b.select(&take, p, q)
+}
+
+impl Ctx<'_> {
+    pub(super) fn reduce(&mut self, kind: ReduceKind, x: &V, dims: &[usize], ty: &Ty) -> V {
+        if dims.is_empty() {
+            return x.clone();
+        }
+        let e = x.ty.elt;
+        let identity = match kind {
+            ReduceKind::Sum => e.literal(0.0),
+            ReduceKind::Max => e.lowest(),
+            ReduceKind::Min => e.highest(),
+        };
+        let sizes = self.sizes_of(x);
+        let xs = self.padded_lit(x, Some(&identity));
+        let init = self.b.splat_lit(&identity, &Ty::scalar(e));
+        let out = self.b.reduce(&xs, &init, dims, |b, p, q| match kind {
+            ReduceKind::Sum => b.bin("add", p, q),
+            ReduceKind::Max => pick_body(b, Dir::Gt, p, q),
+            ReduceKind::Min => pick_body(b, Dir::Lt, p, q),
+        });
+        let kept: Vec<Option<V>> = (0..x.ty.rank())
+            .filter(|d| !dims.contains(d))
+            .map(|d| sizes[d].clone())
+            .collect();
+        self.redyn(out, ty, &kept)
+    }
+
+    /// The first index of the extremum along `dim`, as the reference: an
+    /// element replaces the best only when strictly better, so NaN never
+    /// wins, except at index 0, where nothing can replace it.
+    pub(super) fn arg_reduce(&mut self, kind: ArgKind, x: &V, dim: usize, ty: &Ty) -> V {
+        let e = x.ty.elt;
+        let sizes = self.sizes_of(x);
+        let (dir, worst) = match kind {
+            ArgKind::Max => (Dir::Gt, e.lowest()),
+            ArgKind::Min => (Dir::Lt, e.highest()),
+        };
+        let kept: Vec<Option<V>> = (0..x.ty.rank())
+            .filter(|&d| d != dim)
+            .map(|d| sizes[d].clone())
+            .collect();
+        if x.ty.dims[dim] == 0 {
+            let z = self.b.splat(0.0, &ty.bound());
+            return self.redyn(z, ty, &kept);
+        }
+        let mask = self.valid_mask(x);
+        let xs = self.padded(x, None);
+        let w = self.b.splat_lit(&worst, &xs.ty);
+        let mut v = xs.clone();
+        if e.is_float() {
+            let nan = self.b.cmp(Dir::Ne, &xs, &xs);
+            v = self.b.select(&nan, &w, &v);
+        }
+        if let Some(m) = mask {
+            v = self.b.select(&m, &v, &w);
+        }
+        let idx = self.b.iota(&xs.ty.with_elt(Elt::I64), dim);
+        let init_v = self.b.splat_lit(&worst, &Ty::scalar(e));
+        let init_i = self.b.scalar(0.0, Elt::I64);
+        let out_v = ty.bound().with_elt(e);
+        let out_i = ty.bound();
+        let res = self.b.region_op(
+            "reduce",
+            &[&v, &idx, &init_v, &init_i],
+            &format!("dimensions = array<i64: {dim}>"),
+            &[e, Elt::I64, e, Elt::I64],
+            &[out_v, out_i],
+            |b, a| {
+                let (va, ia, vb, ib) = (&a[0], &a[1], &a[2], &a[3]);
+                let better = b.cmp(dir, va, vb);
+                let tie = b.cmp(Dir::Eq, va, vb);
+                let first = b.cmp(Dir::Lt, ia, ib);
+                let tie_first = b.bin("and", &tie, &first);
+                let take = b.bin("or", &better, &tie_first);
+                vec![b.select(&take, va, vb), b.select(&take, ia, ib)]
+            },
+        );
+        let mut r = res[1].clone();
+        if e.is_float() {
+            // A NaN at index 0 is never replaced.
+            let head = self.b.slice(&xs, dim, 0, 1);
+            let head = self.b.reshape(&head, ty.bound().with_elt(e));
+            let nan = self.b.cmp(Dir::Ne, &head, &head);
+            let zero = self.b.splat(0.0, &r.ty);
+            r = self.b.select(&nan, &zero, &r);
+        }
+        self.redyn(r, ty, &kept)
+    }
+
+    /// `[.., m, k] x [.., k, n]`; padding of a dynamic `k` is zeroed.
+    pub(super) fn matmul(&mut self, a: &V, b: &V, ty: &Ty) -> V {
+        let r = a.ty.rank();
+        let sa = self.sizes_of(a);
+        let sb = self.sizes_of(b);
+        let az = self.padded(a, Some(0.0));
+        let bz = self.padded(b, Some(0.0));
+        let batch: Vec<i64> = (0..r as i64 - 2).collect();
+        let mut dn = Vec::new();
+        if !batch.is_empty() {
+            dn.push(format!("lhs_batching_dimensions = {}", list(&batch)));
+            dn.push(format!("rhs_batching_dimensions = {}", list(&batch)));
+        }
+        dn.push(format!("lhs_contracting_dimensions = [{}]", r - 1));
+        dn.push(format!("rhs_contracting_dimensions = [{}]", r - 2));
+        let attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
+        let out = self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound());
+        let mut sizes: Vec<Option<V>> = sa[..r - 1].to_vec();
+        sizes.push(sb[r - 1].clone());
+        self.redyn(out, ty, &sizes)
+    }
+}

@@ -1,0 +1,116 @@
+//! Size expressions as `tensor<i32>` values.
+//!
+//! A `SizeExpr` is `c + Σ k·atom`; each variable's value comes from where
+//! the program says (`VarSource::Dim` → `get_dimension_size` of that node's
+//! value, `VarSource::Arg(k)` → the k-th size parameter). Arithmetic is i32
+//! with the same meaning as `SizeExpr::eval`: floor division and Python's
+//! remainder (sign of the divisor), both 0 for a zero divisor.
+
+use super::emit::{Dir, Elt, V};
+use super::Ctx;
+use crate::runtime::program::VarSource;
+use crate::symint::expr::AtomOp;
+use crate::symint::{SizeExpr, VarRef};
+use crate::{Error, Result};
+
+impl Ctx<'_> {
+    /// The value of a variable, emitted once per program.
+    pub(super) fn var_value(&mut self, v: &VarRef) -> Result<V> {
+        let pos = *self.var_pos.get(&v.0.id).ok_or_else(|| {
+            Error::internal(
+                "pjrt lowering",
+                format!("size variable s{} has no source in the program", v.0.id),
+            )
+        })?;
+        if let Some(x) = self.var_vals.get(&pos) {
+            return Ok(x.clone());
+        }
+        let x = match &self.program.vars[pos].source {
+            VarSource::Dim { node, dim } => {
+                let val = self.values[*node].clone().ok_or_else(|| {
+                    Error::internal("pjrt lowering", "a size read from a node not yet lowered")
+                })?;
+                self.b.get_size(&val, *dim)
+            }
+            VarSource::Arg(k) => self.var_args.get(*k).cloned().ok_or_else(|| {
+                Error::internal("pjrt lowering", format!("size argument {k} missing"))
+            })?,
+        };
+        self.var_vals.insert(pos, x.clone());
+        Ok(x)
+    }
+
+    /// Evaluates a size expression to an i32 scalar.
+    pub(super) fn size_value(&mut self, e: &SizeExpr) -> Result<V> {
+        let (c, terms) = e.parts();
+        let mut acc = self.b.i32c(c);
+        for (atom, k) in terms {
+            let x = match &atom.op {
+                AtomOp::Var(v) => self.var_value(v)?,
+                AtomOp::Mul(a, b) => {
+                    let (a, b) = (self.size_value(a)?, self.size_value(b)?);
+                    self.b.bin("multiply", &a, &b)
+                }
+                AtomOp::FloorDiv(a, b) => {
+                    let (a, b) = (self.size_value(a)?, self.size_value(b)?);
+                    self.floor_div_rem(&a, &b).0
+                }
+                AtomOp::Rem(a, b) => {
+                    let (a, b) = (self.size_value(a)?, self.size_value(b)?);
+                    self.floor_div_rem(&a, &b).1
+                }
+                AtomOp::Min(a, b) => {
+                    let (a, b) = (self.size_value(a)?, self.size_value(b)?);
+                    self.b.bin("minimum", &a, &b)
+                }
+                AtomOp::Max(a, b) => {
+                    let (a, b) = (self.size_value(a)?, self.size_value(b)?);
+                    self.b.bin("maximum", &a, &b)
+                }
+            };
+            let term = if *k == 1 {
+                x
+            } else {
+                let kk = self.b.i32c(*k);
+                self.b.bin("multiply", &x, &kk)
+            };
+            acc = self.b.bin("add", &acc, &term);
+        }
+        Ok(acc)
+    }
+
+    /// Floor division and Python remainder of i32 scalars; both 0 when the
+    /// divisor is 0 (as `SizeExpr::eval`).
+    fn floor_div_rem(&mut self, a: &V, b: &V) -> (V, V) {
+        let b_ = &mut self.b;
+        let zero = b_.i32c(0);
+        let one = b_.i32c(1);
+        let is_zero = b_.cmp(Dir::Eq, b, &zero);
+        let safe = b_.select(&is_zero, &one, b);
+        let q = b_.bin("divide", a, &safe);
+        let qb = b_.bin("multiply", &q, &safe);
+        let r = b_.bin("subtract", a, &qb);
+        let r_nz = b_.cmp(Dir::Ne, &r, &zero);
+        let r_neg = b_.cmp(Dir::Lt, &r, &zero);
+        let b_neg = b_.cmp(Dir::Lt, &safe, &zero);
+        let differ = b_.cmp(Dir::Ne, &r_neg, &b_neg);
+        let adjust = b_.bin("and", &r_nz, &differ);
+        let q1 = b_.bin("subtract", &q, &one);
+        let q = b_.select(&adjust, &q1, &q);
+        let r1 = b_.bin("add", &r, &safe);
+        let r = b_.select(&adjust, &r1, &r);
+        let q = b_.select(&is_zero, &zero, &q);
+        let r = b_.select(&is_zero, &zero, &r);
+        (q, r)
+    }
+
+    /// `s` clamped to `[0, bound]` (every size given to
+    /// `set_dimension_size` passes through here: a size outside the bound
+    /// is undefined behaviour in XLA).
+    pub(super) fn clamp_size(&mut self, s: &V, bound: i64) -> V {
+        let lo = self.b.i32c(0);
+        let hi = self.b.i32c(bound);
+        let s = self.b.convert(s, Elt::I32);
+        self.b.clamp(&lo, &s, &hi)
+    }
+}

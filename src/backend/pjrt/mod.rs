@@ -1,0 +1,342 @@
+//! The XLA backend: programs lowered to StableHLO text, compiled and run by
+//! a PJRT plugin through the project's own FFI layer (`ffi`).
+//!
+//! Device data are PJRT buffers, always STATIC at the bound shape (see the
+//! entry convention in `lower`); a dynamic tensor's sizes are separate i32
+//! scalar buffers. Results stay on the device and feed the next program
+//! directly; only `download` and `read_size` copy to the host.
+
+pub mod ffi;
+
+pub(crate) mod discover;
+mod lower;
+
+use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use crate::dtype::DType;
+use crate::host::HostArray;
+use crate::runtime::program::Program;
+use crate::{Error, Result};
+use ffi::{Buffer, Client, ElementType, Executable, PjrtError, Plugin};
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A compiled program and the layout of its results.
+pub(crate) struct PjrtExecutable {
+    pub exe: Arc<Executable>,
+    /// Dynamic-dimension count of each tensor output.
+    output_dynamic: Vec<usize>,
+    num_var_args: usize,
+}
+
+/// The PJRT backend: one client of one plugin.
+pub(crate) struct PjrtBackend {
+    client: Client,
+    name: String,
+}
+
+static RECORD_LAST: AtomicBool = AtomicBool::new(false);
+
+/// The last execution's executable and argument buffers, kept only while
+/// [`set_record_last`] is on (for the benchmark).
+type LastExecution = (Arc<Executable>, Vec<Arc<Buffer>>);
+static LAST: Mutex<Option<LastExecution>> = Mutex::new(None);
+
+/// Turns recording of the last execution on or off (see [`last_execution`]);
+/// turning it off drops what was recorded.
+pub(crate) fn set_record_last(on: bool) {
+    RECORD_LAST.store(on, Ordering::Relaxed);
+    if !on {
+        *LAST.lock() = None;
+    }
+}
+
+/// The executable and argument buffers of the last PJRT execution while
+/// recording was on.
+pub(crate) fn last_execution() -> Option<LastExecution> {
+    LAST.lock().clone()
+}
+
+fn backend_err(name: &str, op: &'static str, e: PjrtError) -> Error {
+    Error::Backend {
+        backend: name.to_string(),
+        op,
+        message: e.message,
+    }
+}
+
+fn element_type(d: DType) -> ElementType {
+    match d {
+        DType::Bool => ElementType::Pred,
+        DType::I32 => ElementType::S32,
+        DType::I64 => ElementType::S64,
+        DType::F32 => ElementType::F32,
+        DType::F64 => ElementType::F64,
+    }
+}
+
+fn dtype_of(e: ElementType) -> Option<DType> {
+    Some(match e {
+        ElementType::Pred => DType::Bool,
+        ElementType::S32 => DType::I32,
+        ElementType::S64 => DType::I64,
+        ElementType::F32 => DType::F32,
+        ElementType::F64 => DType::F64,
+        _ => return None,
+    })
+}
+
+impl PjrtBackend {
+    /// Loads the plugin at `path` and creates a client.
+    pub(crate) fn open(path: &Path) -> Result<PjrtBackend> {
+        let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
+        let (major, minor) = plugin.api_version();
+        let client = Client::new(plugin).map_err(|e| {
+            Error::Plugin(format!(
+                "PJRT plugin {} (C API {major}.{minor}) failed to create a client: {}",
+                path.display(),
+                e.message
+            ))
+        })?;
+        let name = format!("pjrt:{}", client.platform_name().to_lowercase());
+        Ok(PjrtBackend { client, name })
+    }
+
+    fn buffer<'a>(&self, b: &'a BufferRef, op: &'static str) -> Result<&'a Buffer> {
+        b.downcast_ref::<Buffer>().ok_or_else(|| Error::Backend {
+            backend: self.name.clone(),
+            op,
+            message: "a buffer from another backend".into(),
+        })
+    }
+
+    fn size_buffer(&self, s: &SizeArg) -> Result<BufferRef> {
+        match s {
+            SizeArg::Host(v) => self.upload_i32(*v),
+            SizeArg::Device(b) => {
+                self.buffer(b, "execute")?;
+                Ok(b.clone())
+            }
+        }
+    }
+
+    fn upload_i32(&self, v: i64) -> Result<BufferRef> {
+        let v = i32::try_from(v).map_err(|_| Error::Backend {
+            backend: self.name.clone(),
+            op: "execute",
+            message: format!("size {v} does not fit in i32"),
+        })?;
+        let b = self
+            .client
+            .buffer_from_host(&v.to_ne_bytes(), ElementType::S32, &[], 0)
+            .map_err(|e| backend_err(&self.name, "upload", e))?;
+        Ok(Arc::new(b))
+    }
+}
+
+/// The StableHLO text of `program`.
+pub(crate) fn lower_text(program: &Program) -> Result<String> {
+    Ok(lower::lower(program)?.text)
+}
+
+/// Where programs are dumped: `LAZYXLA_DUMP`, else (on a compile failure)
+/// a directory under the system temp dir.
+fn dump(program: &Program, text: &str, failed: bool) -> Option<PathBuf> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let dir = match std::env::var_os("LAZYXLA_DUMP") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ if failed => std::env::temp_dir().join(format!("lazyxla-dump-{}", std::process::id())),
+        _ => return None,
+    };
+    std::fs::create_dir_all(&dir).ok()?;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let stem = format!("program-{}-{n:04}", std::process::id());
+    let ir = dir.join(format!("{stem}.ir.txt"));
+    let hlo = dir.join(format!("{stem}.stablehlo.mlir"));
+    std::fs::write(&ir, crate::ir::print::print_program(program)).ok()?;
+    std::fs::write(&hlo, text).ok()?;
+    Some(hlo)
+}
+
+impl Backend for PjrtBackend {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn compile(&self, program: &Program) -> Result<ExecutableRef> {
+        let lowered = lower::lower(program)?;
+        let ok_dump = dump(program, &lowered.text, false);
+        let exe = self.client.compile(&lowered.text).map_err(|e| {
+            let path = ok_dump.or_else(|| dump(program, &lowered.text, true));
+            let where_ = match path {
+                Some(p) => format!(" (program dumped to {})", p.display()),
+                None => " (the program could not be dumped)".into(),
+            };
+            Error::Compile {
+                backend: self.name.clone(),
+                message: format!("{}{where_}", e.message),
+            }
+        })?;
+        Ok(Arc::new(PjrtExecutable {
+            exe: Arc::new(exe),
+            output_dynamic: lowered.output_dynamic,
+            num_var_args: lowered.num_var_args,
+        }))
+    }
+
+    fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
+        let pe = exe
+            .downcast_ref::<PjrtExecutable>()
+            .ok_or_else(|| Error::Backend {
+                backend: self.name.clone(),
+                op: "execute",
+                message: "an executable from another backend".into(),
+            })?;
+        let mut bufs: Vec<BufferRef> = Vec::new();
+        for (b, sizes) in &args.params {
+            self.buffer(b, "execute")?;
+            bufs.push(b.clone());
+            for s in sizes {
+                bufs.push(self.size_buffer(s)?);
+            }
+        }
+        if args.vars.len() != pe.num_var_args {
+            return Err(Error::internal(
+                "pjrt execute",
+                format!(
+                    "{} size arguments for a program that takes {}",
+                    args.vars.len(),
+                    pe.num_var_args
+                ),
+            ));
+        }
+        for s in &args.vars {
+            bufs.push(self.size_buffer(s)?);
+        }
+        let refs: Vec<&Buffer> = bufs
+            .iter()
+            .map(|b| self.buffer(b, "execute"))
+            .collect::<Result<_>>()?;
+        let out = pe
+            .exe
+            .execute(&refs)
+            .map_err(|e| backend_err(&self.name, "execute", e))?;
+        if RECORD_LAST.load(Ordering::Relaxed) {
+            let args: Vec<Arc<Buffer>> = bufs
+                .iter()
+                .filter_map(|b| b.clone().downcast::<Buffer>().ok())
+                .collect();
+            *LAST.lock() = Some((pe.exe.clone(), args));
+        }
+        let mut out = out.into_iter().map(|b| Arc::new(b) as BufferRef);
+        let mut next = || {
+            out.next().ok_or_else(|| {
+                Error::internal("pjrt execute", "fewer results than the program declares")
+            })
+        };
+        let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
+        for &nd in &pe.output_dynamic {
+            let t = next()?;
+            let sizes = (0..nd)
+                .map(|_| next().map(SizeArg::Device))
+                .collect::<Result<Vec<_>>>()?;
+            tensors.push((t, sizes));
+        }
+        let mut sizes = Vec::new();
+        while let Ok(s) = next() {
+            sizes.push(SizeArg::Device(s));
+        }
+        Ok(ExecOutputs { tensors, sizes })
+    }
+
+    fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<BufferRef> {
+        if host.shape().len() != bound.len() || host.shape().iter().zip(bound).any(|(h, b)| h > b) {
+            return Err(Error::Backend {
+                backend: self.name.clone(),
+                op: "upload",
+                message: format!(
+                    "data of shape {:?} does not fit the bound {bound:?}",
+                    host.shape()
+                ),
+            });
+        }
+        let data = if host.shape() == bound {
+            host.to_bytes()
+        } else {
+            let mut padded = HostArray::full(host.dtype(), bound, 0.0);
+            pad_into(&mut padded, host).map_err(|m| Error::Backend {
+                backend: self.name.clone(),
+                op: "upload",
+                message: m,
+            })?;
+            padded.to_bytes()
+        };
+        let dims: Vec<i64> = bound.iter().map(|&d| d as i64).collect();
+        let b = self
+            .client
+            .buffer_from_host(&data, element_type(host.dtype()), &dims, 0)
+            .map_err(|e| backend_err(&self.name, "upload", e))?;
+        Ok(Arc::new(b))
+    }
+
+    fn download(&self, buffer: &BufferRef, shape: &[usize]) -> Result<HostArray> {
+        let b = self.buffer(buffer, "download")?;
+        let err = |m: String| Error::Backend {
+            backend: self.name.clone(),
+            op: "download",
+            message: m,
+        };
+        let dtype = dtype_of(b.element_type())
+            .ok_or_else(|| err(format!("unsupported element type {:?}", b.element_type())))?;
+        let dims: Vec<usize> = b.unpadded_dims().iter().map(|&d| d as usize).collect();
+        if dims.len() != shape.len() || dims.iter().zip(shape).any(|(d, s)| s > d) {
+            return Err(err(format!(
+                "the real shape {shape:?} does not fit the buffer {dims:?}"
+            )));
+        }
+        let bytes = b
+            .to_host()
+            .map_err(|e| backend_err(&self.name, "download", e))?;
+        let full = HostArray::from_bytes(dtype, &dims, &bytes);
+        if dims == shape {
+            return Ok(full);
+        }
+        Ok(crate::map_host_array!(&full, a => a
+            .slice_each_axis(|ax| ndarray::Slice::from(0..shape[ax.axis.index()]))
+            .to_owned()))
+    }
+
+    fn read_size(&self, buffer: &BufferRef) -> Result<i64> {
+        let b = self.buffer(buffer, "read_size")?;
+        let bytes = b
+            .to_host()
+            .map_err(|e| backend_err(&self.name, "read_size", e))?;
+        let arr: [u8; 4] = bytes.as_slice().try_into().map_err(|_| Error::Backend {
+            backend: self.name.clone(),
+            op: "read_size",
+            message: format!("a size buffer of {} bytes", bytes.len()),
+        })?;
+        Ok(i32::from_ne_bytes(arr) as i64)
+    }
+}
+
+/// Copies `x` into the leading corner of `out` (same dtype).
+fn pad_into(out: &mut HostArray, x: &HostArray) -> std::result::Result<(), String> {
+    macro_rules! pad {
+        ($o:expr, $x:expr) => {{
+            let sh = $x.shape().to_vec();
+            $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()]))
+                .assign($x);
+        }};
+    }
+    match (out, x) {
+        (HostArray::Bool(o), HostArray::Bool(a)) => pad!(o, a),
+        (HostArray::I32(o), HostArray::I32(a)) => pad!(o, a),
+        (HostArray::I64(o), HostArray::I64(a)) => pad!(o, a),
+        (HostArray::F32(o), HostArray::F32(a)) => pad!(o, a),
+        (HostArray::F64(o), HostArray::F64(a)) => pad!(o, a),
+        _ => return Err("dtype mismatch while padding".into()),
+    }
+    Ok(())
+}
