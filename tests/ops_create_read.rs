@@ -52,7 +52,7 @@ backend_test! {
         assert!(s.sizes().is_empty());
         assert_eq!(s.concrete_shape().unwrap(), Vec::<usize>::new());
         assert_eq!(s.item::<f64>().unwrap(), 2.5);
-        assert_eq!(Tensor::scalar(true).item::<bool>().unwrap(), true);
+        assert!(Tensor::scalar(true).item::<bool>().unwrap());
         assert_eq!(Tensor::scalar(-3i32).item::<i32>().unwrap(), -3);
         assert_eq!(Tensor::scalar(7i64).to_vec::<i64>().unwrap(), vec![7]);
     }
@@ -161,7 +161,7 @@ backend_test! {
         // Rank 0 and empty.
         let s = Tensor::from(ArrayD::from_elem(IxDyn(&[]), true));
         assert_eq!(s.rank(), 0);
-        assert_eq!(s.item::<bool>().unwrap(), true);
+        assert!(s.item::<bool>().unwrap());
         let e = Tensor::from(ArrayD::<f64>::zeros(IxDyn(&[0, 2])));
         assert_eq!(e.to_ndarray::<f64>().unwrap().shape(), &[0, 2]);
     }

@@ -177,11 +177,23 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                     ),
                 ));
             }
-            if shape.iter().filter(|d| d.as_const().is_none()).count() > 1 {
+            // Inserting or removing size-1 dims keeps every dynamic dim as
+            // it is, which XLA expresses; otherwise a dynamic dim would be
+            // split or merged into several dynamic dims, which it cannot.
+            let non_unit = |s: &[SizeExpr]| -> Vec<SizeExpr> {
+                s.iter()
+                    .filter(|d| d.as_const() != Some(1))
+                    .cloned()
+                    .collect()
+            };
+            if shape.iter().filter(|d| d.as_const().is_none()).count() > 1
+                && non_unit(&x.shape) != non_unit(shape)
+            {
                 return Err(Error::shape(
                     name,
                     format!(
-                        "the result {} would have more than one dynamic dimension, which XLA cannot express; pad_to_bound(fill) the input first",
+                        "cannot reshape {} into {}: the result would have more than one dynamic dimension, which XLA cannot express; pad_to_bound(fill) the input first",
+                        shape_string(&x.shape),
                         shape_string(shape)
                     ),
                 ));
