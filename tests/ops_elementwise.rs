@@ -465,3 +465,27 @@ backend_test! {
         assert_eq!(y.item::<f32>().unwrap(), 3.0);
     }
 }
+
+backend_test! {
+    fn number_on_the_left_promotes_before_subtracting_or_dividing() {
+        // 1 - bool tensor is an int subtraction in PyTorch (bool is
+        // promoted first, never negated).
+        let b = Tensor::from_vec(vec![true, false], &[2]).unwrap();
+        let r = 1i64 - &b;
+        assert_eq!(r.dtype(), DType::I64);
+        assert_eq!(r.to_vec::<i64>().unwrap(), vec![0, 1]);
+        let r = 0.5 - b.clone();
+        assert_eq!(r.dtype(), DType::F32);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![-0.5, 0.5]);
+        assert_eq!(b.rsub_scalar(2.0).to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+        // A number divided by a tensor: true division.
+        let a = f32s(&[1.0, 4.0, -0.5], &[3]);
+        assert_eq!((1.0 / &a).to_vec::<f32>().unwrap(), vec![1.0, 0.25, -2.0]);
+        assert_eq!((2.0 / a.clone()).to_vec::<f32>().unwrap(), vec![2.0, 0.5, -4.0]);
+        let i = i64s(&[2, 4], &[2]);
+        let r = 1i64 / &i;
+        assert_eq!(r.dtype(), DType::F32);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.5, 0.25]);
+        assert_eq!((3i64 - i.clone()).to_vec::<i64>().unwrap(), vec![1, -1]);
+    }
+}

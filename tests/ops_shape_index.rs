@@ -163,6 +163,15 @@ backend_test! {
             let _ = c.expand(&[3.into(), 3.into()]);
         });
         assert!(msg.starts_with("expand") && msg.contains("[2, 1]") && msg.contains("2 and 3"), "{msg}");
+        // -1 only keeps an existing dim; other negative sizes are invalid.
+        let msg = panic_message(|| {
+            let _ = c.expand(&[SymInt::from(-1), SymInt::from(2), SymInt::from(1)]);
+        });
+        assert!(msg.starts_with("expand") && msg.contains("-1") && msg.contains("[2, 1]"), "{msg}");
+        let msg = panic_message(|| {
+            let _ = c.expand(&[SymInt::from(2), SymInt::from(-2)]);
+        });
+        assert!(msg.starts_with("expand") && msg.contains("-2") && msg.contains("[2, 1]"), "{msg}");
         let msg = panic_message(|| {
             let _ = c.expand(&[3.into()]);
         });

@@ -201,9 +201,19 @@ impl Tensor {
     pub fn div_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Div, Rhs::Scalar(v, DType::F64))
     }
-    /// `v - self`.
+    /// `v - self` (promoted first, so a bool tensor is subtracted, not
+    /// negated).
     pub fn rsub_scalar(&self, v: f64) -> Tensor {
-        self.neg().add_scalar(v)
+        self.reversed(BinaryOp::Sub, v, DType::F64)
+    }
+
+    /// `v op self` for a Rust number `v` of category `dt`, with the same
+    /// promotion as `self op v`.
+    pub(crate) fn reversed(&self, op: BinaryOp, v: f64, dt: DType) -> Tensor {
+        let name = Op::Binary(op).name();
+        let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
+        let (a, b) = self.operands(name, Rhs::Scalar(v, dt), float);
+        Tensor::apply(Op::Binary(op), &[&b, &a], SmallVec::new())
     }
     /// `self ** e` (float).
     pub fn pow(&self, e: f64) -> Tensor {

@@ -142,6 +142,13 @@ impl Tensor {
                 if s.as_static() == Some(-1) && i >= offset {
                     return input[i - offset].clone();
                 }
+                if let Some(n) = s.as_static().filter(|&n| n < 0) {
+                    panic!(
+                        "expand: size {n} at position {i} of {sizes:?} is invalid for a tensor of shape {}; sizes are non-negative, and -1 (keep the size) is only allowed for the tensor's own {} trailing dims",
+                        shape_string(&input),
+                        input.len()
+                    );
+                }
                 let e = clamp_size(&s.expr);
                 if i >= offset {
                     let from = &input[i - offset];

@@ -1,6 +1,6 @@
 //! `std::ops` operators on tensors: `+ - * /` with tensors, `f64` and
-//! `i64` (an `i64` keeps an integer tensor's dtype, as a Python int does),
-//! and unary `-`.
+//! `i64` on either side (an `i64` keeps an integer tensor's dtype, as a
+//! Python int does), and unary `-`.
 
 use super::elementwise::Rhs;
 use super::Tensor;
@@ -94,15 +94,25 @@ macro_rules! scalar_lhs {
         impl std::ops::Sub<&Tensor> for $t {
             type Output = Tensor;
             fn sub(self, rhs: &Tensor) -> Tensor {
-                rhs.neg()
-                    .binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
+                rhs.reversed(BinaryOp::Sub, self as f64, $dt)
             }
         }
         impl std::ops::Sub<Tensor> for $t {
             type Output = Tensor;
             fn sub(self, rhs: Tensor) -> Tensor {
-                rhs.neg()
-                    .binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
+                rhs.reversed(BinaryOp::Sub, self as f64, $dt)
+            }
+        }
+        impl std::ops::Div<&Tensor> for $t {
+            type Output = Tensor;
+            fn div(self, rhs: &Tensor) -> Tensor {
+                rhs.reversed(BinaryOp::Div, self as f64, $dt)
+            }
+        }
+        impl std::ops::Div<Tensor> for $t {
+            type Output = Tensor;
+            fn div(self, rhs: Tensor) -> Tensor {
+                rhs.reversed(BinaryOp::Div, self as f64, $dt)
             }
         }
     };
