@@ -91,6 +91,20 @@ pub mod debug {
         crate::device::plugin_path()
     }
 
+    /// Compiles StableHLO text on a PJRT device exactly as a program's
+    /// lowering is compiled (dumps and error message included).
+    #[doc(hidden)]
+    pub fn pjrt_compile_text(device: &crate::Device, text: &str) -> crate::Result<()> {
+        let backend = device
+            .backend()
+            .as_any()
+            .and_then(|a| a.downcast_ref::<crate::backend::pjrt::PjrtBackend>())
+            .ok_or_else(|| crate::Error::Plugin(format!("{device} is not a PJRT device")))?;
+        backend
+            .compile_text("(raw StableHLO text)", text)
+            .map(|_| ())
+    }
+
     /// The StableHLO text the PJRT backend would compile for the program
     /// computing `tensors` (nothing runs).
     pub fn stablehlo_text(tensors: &[&Tensor]) -> crate::Result<String> {

@@ -61,4 +61,8 @@ pub(crate) trait Backend: Send + Sync {
     fn download(&self, buffer: &BufferRef, shape: &[usize]) -> Result<HostArray>;
     /// Reads a size buffer produced by `execute`.
     fn read_size(&self, buffer: &BufferRef) -> Result<i64>;
+    /// The concrete backend, for backend-specific debugging hooks.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
 }

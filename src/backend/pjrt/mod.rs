@@ -140,9 +140,10 @@ pub(crate) fn lower_text(program: &Program) -> Result<String> {
     Ok(lower::lower(program)?.text)
 }
 
-/// Where programs are dumped: `LAZYXLA_DUMP`, else (on a compile failure)
-/// a directory under the system temp dir.
-fn dump(program: &Program, text: &str, failed: bool) -> Option<PathBuf> {
+/// Writes the IR text and the StableHLO text of a program to
+/// `LAZYXLA_DUMP`, else (on a compile failure) to a directory under the
+/// system temp dir; returns the StableHLO file's path.
+fn dump(ir: &str, text: &str, failed: bool) -> Option<PathBuf> {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let dir = match std::env::var_os("LAZYXLA_DUMP") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -152,23 +153,22 @@ fn dump(program: &Program, text: &str, failed: bool) -> Option<PathBuf> {
     std::fs::create_dir_all(&dir).ok()?;
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let stem = format!("program-{}-{n:04}", std::process::id());
-    let ir = dir.join(format!("{stem}.ir.txt"));
+    let ir_path = dir.join(format!("{stem}.ir.txt"));
     let hlo = dir.join(format!("{stem}.stablehlo.mlir"));
-    std::fs::write(&ir, crate::ir::print::print_program(program)).ok()?;
+    std::fs::write(&ir_path, ir).ok()?;
     std::fs::write(&hlo, text).ok()?;
     Some(hlo)
 }
 
-impl Backend for PjrtBackend {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn compile(&self, program: &Program) -> Result<ExecutableRef> {
-        let lowered = lower::lower(program)?;
-        let ok_dump = dump(program, &lowered.text, false);
-        let exe = self.client.compile(&lowered.text).map_err(|e| {
-            let path = ok_dump.or_else(|| dump(program, &lowered.text, true));
+impl PjrtBackend {
+    /// Compiles StableHLO `text` (lowered from the program printed as `ir`),
+    /// dumping both per `LAZYXLA_DUMP`; on failure the error holds XLA's
+    /// message and where the program was dumped (a temp dir when
+    /// `LAZYXLA_DUMP` is unset).
+    pub(crate) fn compile_text(&self, ir: &str, text: &str) -> Result<Executable> {
+        let ok_dump = dump(ir, text, false);
+        self.client.compile(text).map_err(|e| {
+            let path = ok_dump.or_else(|| dump(ir, text, true));
             let where_ = match path {
                 Some(p) => format!(" (program dumped to {})", p.display()),
                 None => " (the program could not be dumped)".into(),
@@ -177,7 +177,23 @@ impl Backend for PjrtBackend {
                 backend: self.name.clone(),
                 message: format!("{}{where_}", e.message),
             }
-        })?;
+        })
+    }
+}
+
+impl Backend for PjrtBackend {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn compile(&self, program: &Program) -> Result<ExecutableRef> {
+        let lowered = lower::lower(program)?;
+        let ir = crate::ir::print::print_program(program);
+        let exe = self.compile_text(&ir, &lowered.text)?;
         Ok(Arc::new(PjrtExecutable {
             exe: Arc::new(exe),
             output_dynamic: lowered.output_dynamic,
