@@ -308,6 +308,13 @@ backend_test! {
         // Fewer indices along dim than the input's size.
         let r = x.gather(-1, &i64s(&[1, 0], &[2, 1]));
         assert_eq!(r.to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+        // Outside dim the index may be smaller than the input, as in torch:
+        // gather([[1, 2], [3, 4]], 1, [[1]]) = [[2]]; along dim 0 with a
+        // [1, 1] index: [[3]].
+        let r = x.gather(1, &i64s(&[1], &[1, 1]));
+        assert_eq!(sizes(&r), vec![1, 1]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![2.0]);
+        assert_eq!(x.gather(0, &i64s(&[1], &[1, 1])).to_vec::<f32>().unwrap(), vec![3.0]);
         let msg = panic_message(|| {
             let _ = x.gather(1, &i64s(&[0, 1], &[2]));
         });
@@ -316,5 +323,62 @@ backend_test! {
             let _ = x.gather(1, &i64s(&[0, 0, 0], &[3, 1]));
         });
         assert!(msg.starts_with("gather") && msg.contains("[3, 1]") && msg.contains("[2, 2]"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn every_dim_argument_rejects_out_of_range_dims() {
+        let x = iota(&[2, 3]);
+        let idx = i64s(&[0], &[1]);
+        let idx2 = i64s(&[0, 0], &[1, 2]);
+        type Case<'a> = (&'a str, Box<dyn Fn(i64) + 'a>);
+        let cases: Vec<Case> = vec![
+            ("size", Box::new(|d| drop(x.size(d)))),
+            ("sum_dims", Box::new(|d| drop(x.sum_dims(&[d], false)))),
+            ("mean_dims", Box::new(|d| drop(x.mean_dims(&[d], true)))),
+            ("max_dims", Box::new(|d| drop(x.max_dims(&[d], false)))),
+            ("min_dims", Box::new(|d| drop(x.min_dims(&[d], false)))),
+            ("argmax", Box::new(|d| drop(x.argmax(d)))),
+            ("argmin", Box::new(|d| drop(x.argmin(d)))),
+            ("softmax", Box::new(|d| drop(x.softmax(d)))),
+            ("log_softmax", Box::new(|d| drop(x.log_softmax(d)))),
+            ("transpose", Box::new(|d| drop(x.transpose(0, d)))),
+            ("permute", Box::new(|d| drop(x.permute(&[d, if d == -2 { 1 } else { 0 }])))),
+            ("squeeze", Box::new(|d| drop(x.squeeze(d)))),
+            ("narrow", Box::new(|d| drop(x.narrow(d, 0, 1)))),
+            ("index_select", Box::new(|d| drop(x.index_select(d, &idx)))),
+            ("gather", Box::new(|d| drop(x.gather(d, &idx2)))),
+            ("cat", Box::new(|d| drop(Tensor::cat(&[&x, &x], d)))),
+            ("mark_dynamic", Box::new(|d| drop(x.mark_dynamic(d, 4)))),
+        ];
+        for (op, f) in &cases {
+            for d in [2i64, -3, 100] {
+                let msg = panic_message(|| f(d));
+                assert!(
+                    msg.starts_with(op) && msg.contains(&format!("dimension {d} ")) && msg.contains("rank 2") && msg.contains("[2, 3]"),
+                    "{op}({d}): {msg}"
+                );
+            }
+            // In range, negative counting from the end: no panic.
+            f(-1);
+            f(-2);
+        }
+        // Ops that insert a dim accept 0..=rank.
+        for (op, f) in [
+            ("unsqueeze", Box::new(|d: i64| drop(x.unsqueeze(d))) as Box<dyn Fn(i64)>),
+            ("stack", Box::new(|d: i64| drop(Tensor::stack(&[&x, &x], d)))),
+        ] {
+            for d in [3i64, -4] {
+                let msg = panic_message(|| f(d));
+                assert!(
+                    msg.starts_with(op) && msg.contains(&format!("dimension {d} ")) && msg.contains("[2, 3]") && msg.contains("0..=2"),
+                    "{op}({d}): {msg}"
+                );
+            }
+            f(2);
+            f(-3);
+        }
+        // The tensor is still usable.
+        assert_eq!(x.sum().item::<f32>().unwrap(), 15.0);
     }
 }

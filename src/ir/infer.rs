@@ -400,7 +400,13 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                 ));
             }
             for d in 0..x.shape.len() {
-                if d != *dim && idx.shape[d] != x.shape[d] {
+                // As torch.gather: outside `dim` the index may be smaller
+                // than the input (a static size), or the same size.
+                let smaller = matches!(
+                    (idx.shape[d].as_const(), x.shape[d].as_const()),
+                    (Some(i), Some(n)) if i <= n
+                );
+                if d != *dim && idx.shape[d] != x.shape[d] && !smaller {
                     return Err(size_mismatch(
                         "gather",
                         &x.shape[d],

@@ -36,11 +36,24 @@ pub(crate) fn resolve_in(dim: i64, op: &'static str, shape: &[SizeExpr], extent:
     let r = extent as i64;
     let d = if dim < 0 { dim + r } else { dim };
     if d < 0 || d >= r {
-        let e = Error::DimOutOfRange {
-            op,
-            dim,
-            rank: shape.len(),
-            shape: shape_string(shape),
+        let e = if extent == shape.len() {
+            Error::DimOutOfRange {
+                op,
+                dim,
+                rank: shape.len(),
+                shape: shape_string(shape),
+            }
+        } else {
+            // Ops that insert a dimension (unsqueeze, stack) take 0..=rank.
+            Error::shape(
+                op,
+                format!(
+                    "dimension {dim} is out of range for inserting a dimension into a tensor of rank {} (shape {}); valid positions are 0..={}, or negative counting from the end",
+                    shape.len(),
+                    shape_string(shape),
+                    shape.len()
+                ),
+            )
         };
         panic!("{e}");
     }

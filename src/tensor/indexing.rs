@@ -15,7 +15,9 @@ impl Tensor {
     }
 
     /// PyTorch's `gather`: `out[i][j] = self[index[i][j]][j]` for `dim = 0`.
-    /// `index` has the input's rank and equal sizes outside `dim`.
+    /// `index` has the input's rank; outside `dim` its sizes are at most
+    /// the input's (equal where a size is dynamic). The result has the
+    /// index's shape.
     pub fn gather(&self, dim: impl DimIndex, index: &Tensor) -> Tensor {
         let d = dim.resolve("gather", &self.shape_exprs());
         Tensor::apply(Op::Gather { dim: d }, &[self, index], SmallVec::new())
