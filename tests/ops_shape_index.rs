@@ -205,6 +205,7 @@ backend_test! {
             let _ = Tensor::cat(&[&a, &iota(&[3, 3])], 0);
         });
         assert!(msg.starts_with("cat") && msg.contains("[2, 2]") && msg.contains("[3, 3]"), "{msg}");
+        assert!(msg.contains("must be equal"), "the message should say how to fix it: {msg}");
         let msg = panic_message(|| {
             let _ = Tensor::cat(&[&a, &iota(&[2])], 0);
         });

@@ -610,7 +610,7 @@ pub(crate) fn size_mismatch(
         Error::shape(
             op,
             format!(
-                "sizes {x} and {y} do not match (operand shapes {} and {})",
+                "sizes {x} and {y} do not match (operand shapes {} and {}); they must be equal: reshape, narrow or expand an operand so that they are",
                 shape_string(xs),
                 shape_string(ys)
             ),
