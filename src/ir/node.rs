@@ -97,7 +97,6 @@ impl Node {
     pub(crate) fn bounds(&self) -> Vec<usize> {
         self.shape.iter().map(|d| d.hi().max(0) as usize).collect()
     }
-
 }
 
 impl Drop for Node {
