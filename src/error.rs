@@ -27,7 +27,7 @@ pub enum Error {
         message: String,
     },
     /// A dimension index is out of range for the tensor's rank.
-    #[error("{op}: dimension {dim} is out of range for a tensor of rank {rank} (shape {shape}); valid dims are 0..{rank}, or negative counting from the end")]
+    #[error("{op}: dimension {dim} is out of range for a tensor of shape {shape} (rank {rank}); dims count from 0, or from the end when negative")]
     DimOutOfRange {
         /// The op that was called.
         op: &'static str,
