@@ -1,0 +1,303 @@
+//! Differential testing of the XLA backend against the reference
+//! interpreter: random programs of at least 6 ops, with dynamic ops
+//! (`nonzero`, `masked_select`, `unique`, `mark_dynamic` inputs),
+//! reductions over dynamic dims, elementwise ops inside dynamic zones,
+//! `cat`, `index_select` with dynamic indices, are built once per device
+//! and must give the same shapes and values (integers and bools exactly,
+//! floats within 1e-5 relative).
+//!
+//! Without a PJRT plugin the test reports a skip (or fails under
+//! `LAZYXLA_REQUIRE_PJRT=1`, see `common`).
+
+mod common;
+
+use lazyxla::{mark_step, DType, Device, Tensor};
+use proptest::prelude::*;
+
+/// One step of a random program; operands are picked from the pool of
+/// tensors built so far by index (modulo the pool size).
+#[derive(Clone, Debug)]
+enum Step {
+    Unary(u8, usize),
+    Scalar(u8, usize, i8),
+    Binary(u8, usize, usize),
+    Nonzero(usize),
+    MaskedSelect(usize, i8),
+    Unique(usize),
+    SumDim(usize, u8),
+    MaxDim(usize, u8),
+    ArgMax(usize, u8),
+    Cat(usize, usize),
+    IndexSelectDynamic(usize, usize),
+    PadToBound(usize),
+    Where(usize, usize),
+    Softmax(usize),
+}
+
+#[derive(Clone, Debug)]
+struct Spec {
+    rows: usize,
+    cols: usize,
+    /// Values of the first input (small integers and halves: exact sums).
+    a: Vec<i8>,
+    b: Vec<i8>,
+    /// `Some(extra)`: the first input's dim 0 is `mark_dynamic` with bound
+    /// `rows + extra`.
+    dynamic_input: Option<usize>,
+    steps: Vec<Step>,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let i = 0usize..64;
+    prop_oneof![
+        (0u8..6, i.clone()).prop_map(|(k, a)| Step::Unary(k, a)),
+        (0u8..4, i.clone(), -3i8..4).prop_map(|(k, a, v)| Step::Scalar(k, a, v)),
+        (0u8..5, i.clone(), i.clone()).prop_map(|(k, a, b)| Step::Binary(k, a, b)),
+        i.clone().prop_map(Step::Nonzero),
+        (i.clone(), -2i8..3).prop_map(|(a, t)| Step::MaskedSelect(a, t)),
+        i.clone().prop_map(Step::Unique),
+        (i.clone(), 0u8..2).prop_map(|(a, d)| Step::SumDim(a, d)),
+        (i.clone(), 0u8..2).prop_map(|(a, d)| Step::MaxDim(a, d)),
+        (i.clone(), 0u8..2).prop_map(|(a, d)| Step::ArgMax(a, d)),
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::Cat(a, b)),
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::IndexSelectDynamic(a, b)),
+        i.clone().prop_map(Step::PadToBound),
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::Where(a, b)),
+        i.prop_map(Step::Softmax),
+    ]
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (1usize..5, 1usize..4).prop_flat_map(|(rows, cols)| {
+        let n = rows * cols;
+        (
+            Just(rows),
+            Just(cols),
+            proptest::collection::vec(-4i8..5, n),
+            proptest::collection::vec(-4i8..5, n),
+            proptest::option::of(0usize..3),
+            proptest::collection::vec(step(), 6..12),
+        )
+            .prop_map(|(rows, cols, a, b, dynamic_input, steps)| Spec {
+                rows,
+                cols,
+                a,
+                b,
+                dynamic_input,
+                steps,
+            })
+    })
+}
+
+/// Applies one step; `None` when the step does not apply to its operands
+/// (the op panics with a misuse message, which leaves the runtime usable).
+fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
+    let pick = |i: &usize| pool[*i % pool.len()].clone();
+    let float = |t: &Tensor| {
+        if t.dtype() == DType::F32 {
+            t.clone()
+        } else {
+            t.to_dtype(DType::F32)
+        }
+    };
+    let s = s.clone();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &s {
+        Step::Unary(k, a) => {
+            let x = float(&pick(a));
+            match k {
+                0 => x.relu(),
+                1 => -&x,
+                2 => x.abs(),
+                3 => x.tanh(),
+                4 => x.sigmoid(),
+                _ => (&x * 0.25).exp(),
+            }
+        }
+        Step::Scalar(k, a, v) => {
+            let x = pick(a);
+            let v = *v as f64;
+            match k {
+                0 => &x + v,
+                1 => &x * v,
+                2 => x.gt_scalar(v),
+                _ => &x - v,
+            }
+        }
+        Step::Binary(k, a, b) => {
+            let (x, y) = (float(&pick(a)), float(&pick(b)));
+            match k {
+                0 => &x + &y,
+                1 => &x * &y,
+                2 => x.maximum(&y),
+                3 => x.minimum(&y),
+                _ => &x - &y,
+            }
+        }
+        Step::Nonzero(a) => pick(a).nonzero(),
+        Step::MaskedSelect(a, t) => {
+            let x = pick(a);
+            let m = float(&x).gt_scalar(*t as f64);
+            x.masked_select(&m)
+        }
+        Step::Unique(a) => {
+            let x = pick(a);
+            if x.dtype() == DType::Bool {
+                x.to_dtype(DType::I64).unique()
+            } else {
+                x.unique()
+            }
+        }
+        Step::SumDim(a, d) => {
+            let x = float(&pick(a));
+            let d = *d as usize % x.rank().max(1);
+            if x.rank() == 0 {
+                x.sum()
+            } else {
+                x.sum_dims(&[d], false)
+            }
+        }
+        Step::MaxDim(a, d) => {
+            let x = float(&pick(a));
+            if x.rank() == 0 {
+                x.max()
+            } else {
+                x.max_dims(&[*d as usize % x.rank()], false)
+            }
+        }
+        Step::ArgMax(a, d) => {
+            let x = float(&pick(a));
+            if x.rank() == 0 || x.upper_bounds().contains(&0) {
+                x.sum()
+            } else {
+                x.argmax(*d as usize % x.rank())
+            }
+        }
+        Step::Cat(a, b) => {
+            let (x, y) = (float(&pick(a)), float(&pick(b)));
+            Tensor::cat(&[&x, &y], 0)
+        }
+        Step::IndexSelectDynamic(a, b) => {
+            // Indices from nonzero of a per-row key of `x`, so in range for
+            // dim 0 of `x` by construction; `b` picks the key's sign.
+            let x = pick(a);
+            let fx = float(&x);
+            let key = if x.rank() >= 2 {
+                fx.sum_dims(&[1], false)
+            } else {
+                fx
+            };
+            let key = if b % 2 == 0 { key } else { -&key };
+            let idx = key.ge_scalar(0.0).nonzero().flatten();
+            x.index_select(0, &idx)
+        }
+        Step::PadToBound(a) => pick(a).pad_to_bound(-1.0),
+        Step::Where(a, b) => {
+            let (x, y) = (float(&pick(a)), float(&pick(b)));
+            x.gt_scalar(0.0).where_cond(&x, &y)
+        }
+        Step::Softmax(a) => {
+            let x = float(&pick(a));
+            if x.rank() == 0 {
+                x.exp()
+            } else {
+                x.softmax(x.rank() - 1)
+            }
+        }
+    }));
+    r.ok()
+}
+
+/// Builds the program of `spec` on the current default device; returns
+/// every tensor it made (all are outputs).
+fn build(spec: &Spec) -> Vec<Tensor> {
+    let a: Vec<f32> = spec.a.iter().map(|&v| v as f32 * 0.5).collect();
+    let b: Vec<f32> = spec.b.iter().map(|&v| v as f32).collect();
+    let mut x = Tensor::from_vec(a, &[spec.rows, spec.cols]).unwrap();
+    if let Some(extra) = spec.dynamic_input {
+        x = x.mark_dynamic(0, spec.rows + extra);
+    }
+    let y = Tensor::from_vec(b, &[spec.rows, spec.cols]).unwrap();
+    let mut pool = vec![x, y];
+    for s in &spec.steps {
+        let t = apply(&pool, s)
+            .or_else(|| apply(&pool, &Step::Unary(3, pool.len() - 1)))
+            .expect("a unary op always applies");
+        pool.push(t);
+    }
+    pool
+}
+
+/// Shape and values of every tensor, as f64.
+fn evaluate(spec: &Spec) -> Vec<(Vec<usize>, DType, Vec<f64>)> {
+    let pool = build(spec);
+    mark_step().unwrap();
+    pool.iter()
+        .map(|t| {
+            let shape = t.concrete_shape().unwrap();
+            let v: Vec<f64> = match t.dtype() {
+                DType::F32 => t
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect(),
+                DType::F64 => t.to_vec::<f64>().unwrap(),
+                DType::I32 => t
+                    .to_vec::<i32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect(),
+                DType::I64 => t
+                    .to_vec::<i64>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect(),
+                DType::Bool => t
+                    .to_vec::<bool>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as u8 as f64)
+                    .collect(),
+            };
+            (shape, t.dtype(), v)
+        })
+        .collect()
+}
+
+fn ops_in(spec: &Spec) -> String {
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let pool = Device::reference().scoped(|| build(spec));
+    std::panic::set_hook(quiet);
+    let refs: Vec<&Tensor> = pool.iter().collect();
+    lazyxla::debug::ir_text(&refs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn pjrt_matches_the_reference(spec in spec()) {
+        let Some(pjrt) = common::pjrt_device() else { return Ok(()) };
+        let _g = common::lock();
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let want = Device::reference().scoped(|| evaluate(&spec));
+        let got = pjrt.scoped(|| evaluate(&spec));
+        std::panic::set_hook(quiet);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in(&spec));
+            prop_assert_eq!(g.1, w.1);
+            for (k, (x, y)) in g.2.iter().zip(&w.2).enumerate() {
+                let exact = !matches!(g.1, DType::F32 | DType::F64);
+                let ok = if exact || x == y {
+                    x == y
+                } else {
+                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()) || (x.is_nan() && y.is_nan())
+                };
+                prop_assert!(ok, "tensor {} element {}: pjrt {} reference {} ({:?} vs {:?})\n{}", i, k, x, y, g.2, w.2, ops_in(&spec));
+            }
+        }
+    }
+}
