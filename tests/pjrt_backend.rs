@@ -203,6 +203,7 @@ fn dump_writes_ir_and_stablehlo_per_program() {
 #[test]
 fn compile_error_has_xla_message_and_dump_path() {
     let Some(d) = pjrt_device() else { return };
+    let _g = common::lock();
     let bad = "func.func @main(%a: tensor<3xf32>) -> tensor<3xf32> {\n  %b = stablehlo.frobnicate %a : tensor<3xf32>\n  return %b : tensor<3xf32>\n}";
     let e = lazyxla::debug::pjrt_compile_text(&d, bad).unwrap_err();
     let lazyxla::Error::Compile { message, .. } = &e else {
@@ -415,4 +416,39 @@ backend_test! {
         // interpreter spend differently.
         common::assert_close64(&got, &want, 1e-12);
     }
+}
+
+backend_test! {
+    fn outer_product_of_two_dynamic_vectors() {
+        let a = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 3.0], &[4]).unwrap();
+        let b = Tensor::from_vec(vec![0.0f32, 5.0, 6.0], &[3]).unwrap();
+        let x = a.masked_select(&a.gt_scalar(0.0)).unsqueeze(1);
+        let y = b.masked_select(&b.gt_scalar(0.0)).unsqueeze(0);
+        let p = &x * &y.expand(&[1.into(), y.size(1)]);
+        let p = p.expand(&[x.size(0), y.size(1)]) + 0.0;
+        assert_eq!(p.concrete_shape().unwrap(), vec![3, 2]);
+        assert_eq!(p.to_vec::<f32>().unwrap(), vec![5.0, 6.0, 10.0, 12.0, 15.0, 18.0]);
+        assert_eq!(p.sum_dims(&[0], false).to_vec::<f32>().unwrap(), vec![30.0, 36.0]);
+    }
+}
+
+#[test]
+fn out_of_range_indices_error_on_the_reference_and_clamp_on_xla() {
+    // Counters are process-wide: keep other tests' compile counts exact.
+    let _g = common::lock();
+    let idx = || Tensor::from_vec(vec![0i64, 7], &[2]).unwrap();
+    let x = || Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let r = Device::reference().scoped(|| x().index_select(0, &idx()).to_vec::<f32>());
+    assert!(r.unwrap_err().to_string().contains("out of range"));
+    let Some(d) = pjrt_device() else { return };
+    // XLA clamps gather start indices into the bound: index 7 reads x[2].
+    let v = d.scoped(|| x().index_select(0, &idx()).to_vec::<f32>().unwrap());
+    assert_eq!(v, vec![1.0, 3.0]);
+    // Scatter drops an out-of-range update.
+    let v = d.scoped(|| {
+        let base = Tensor::zeros(&[3], DType::F32);
+        let src = Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap();
+        base.index_add(0, &idx(), &src).to_vec::<f32>().unwrap()
+    });
+    assert_eq!(v, vec![1.0, 0.0, 0.0]);
 }

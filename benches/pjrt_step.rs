@@ -1,0 +1,148 @@
+//! One step on PJRT two ways: through lazyxla (trace, canonicalise, cache
+//! lookup, execute) and by calling the same compiled executable directly
+//! through the FFI with the same argument buffers. The ratio is lazyxla's
+//! overhead per step (target: 1.10x).
+//!
+//! Cases: a 2-layer MLP forward (batch 128, 784-512-10) and the
+//! dynamic-zone example (t1 5x5 of 0/1, t2 = t1.nonzero(),
+//! t3 = t2.pow(2.0), t4 = t3.sum(), t5 = t4 + 2.0). A third group,
+//! `masked_select/N`, times the device-side packing; run it with
+//! `LAZYXLA_PJRT_PACK=doubling|window|sort` to compare the strategies.
+//!
+//! Needs a PJRT plugin (see `Device::pjrt`); without one it prints a skip.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use lazyxla::{mark_step, DType, Device, Tensor};
+use std::time::{Duration, Instant};
+
+/// Runs `step` once through lazyxla to compile and record it, then
+/// returns a closure that runs the recorded executable directly.
+fn direct_of(step: &dyn Fn()) -> impl Fn() {
+    lazyxla::debug::pjrt_record_last(true);
+    step();
+    let (exe, args) = lazyxla::debug::pjrt_last_execution().expect("a recorded execution");
+    lazyxla::debug::pjrt_record_last(false);
+    move || {
+        let refs: Vec<&lazyxla::debug::pjrt_ffi::Buffer> = args.iter().map(|b| &**b).collect();
+        black_box(exe.execute(&refs).unwrap());
+    }
+}
+
+/// Mean time per call of `f` over about `budget`.
+fn mean(f: &dyn Fn(), budget: Duration) -> Duration {
+    for _ in 0..20 {
+        f();
+    }
+    let start = Instant::now();
+    let mut n = 0u32;
+    while start.elapsed() < budget {
+        f();
+        n += 1;
+    }
+    start.elapsed() / n
+}
+
+fn compare(c: &mut Criterion, device: &Device, name: &str, step: &dyn Fn()) {
+    device.scoped(|| {
+        let direct = direct_of(step);
+        let mut g = c.benchmark_group(name);
+        g.bench_function("lazyxla", |b| b.iter(step));
+        g.bench_function("direct_ffi", |b| b.iter(&direct));
+        g.finish();
+        let (l, d) = (
+            mean(step, Duration::from_secs(2)),
+            mean(&direct, Duration::from_secs(2)),
+        );
+        println!(
+            "RATIO {name}: lazyxla {:.1} us, direct {:.1} us, ratio {:.3}x",
+            l.as_secs_f64() * 1e6,
+            d.as_secs_f64() * 1e6,
+            l.as_secs_f64() / d.as_secs_f64()
+        );
+    });
+}
+
+fn seeded(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+/// Device data: uploaded once, outside the timed steps.
+fn param(v: Vec<f32>, shape: &[usize]) -> Tensor {
+    let t = Tensor::from_vec(v, shape).unwrap();
+    let t = &t + 0.0;
+    mark_step().unwrap();
+    t
+}
+
+fn benches(c: &mut Criterion) {
+    let device = match Device::pjrt() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED: no PJRT plugin: {e}");
+            return;
+        }
+    };
+    let (x, w1, b1, w2, b2) = device.scoped(|| {
+        (
+            param(seeded(128 * 784, 1), &[128, 784]),
+            param(seeded(784 * 512, 2), &[784, 512]),
+            param(seeded(512, 3), &[512]),
+            param(seeded(512 * 10, 4), &[512, 10]),
+            param(seeded(10, 5), &[10]),
+        )
+    });
+    let mlp = || {
+        let h = (x.matmul(&w1) + &b1).relu();
+        let y = h.matmul(&w2) + &b2;
+        mark_step().unwrap();
+        black_box(y);
+    };
+    compare(c, &device, "mlp_784_512_10_b128", &mlp);
+
+    let t1 = device.scoped(|| {
+        let v: Vec<f32> = (0..25).map(|i| ((i * 7) % 3 == 0) as u8 as f32).collect();
+        param(v, &[5, 5])
+    });
+    let zone = || {
+        let t2 = t1.nonzero();
+        let t3 = t2.to_dtype(DType::F32).pow(2.0);
+        let t4 = t3.sum();
+        let t5 = &t4 + 2.0;
+        mark_step().unwrap();
+        black_box((t2, t3, t4, t5));
+    };
+    compare(c, &device, "dynamic_zone_5x5", &zone);
+
+    let mut g = c.benchmark_group("masked_select");
+    for n in [1_000usize, 10_000, 100_000] {
+        let x = device.scoped(|| param(seeded(n, 7), &[n]));
+        let step = || {
+            let s = x.masked_select(&x.gt_scalar(0.0)).sum();
+            mark_step().unwrap();
+            black_box(s);
+        };
+        device.scoped(|| {
+            let direct = direct_of(&step);
+            g.bench_function(format!("{n}"), |b| b.iter(&direct));
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = pjrt_step;
+    config = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(pjrt_step);
