@@ -63,8 +63,14 @@ fn choose_default() -> Device {
         },
         "" => match Device::pjrt() {
             Ok(d) => {
+                let path = PJRT
+                    .lock()
+                    .iter()
+                    .find(|(_, v)| v.same(&d))
+                    .map(|(p, _)| p.display().to_string())
+                    .unwrap_or_default();
                 eprintln!(
-                    "lazyxla: using XLA through the PJRT plugin {} (set LAZYXLA_BACKEND=reference for the reference backend)",
+                    "lazyxla: using XLA ({}) through the PJRT plugin {path} (set LAZYXLA_BACKEND=reference for the reference backend)",
                     d.name()
                 );
                 d
