@@ -452,3 +452,14 @@ fn out_of_range_indices_error_on_the_reference_and_clamp_on_xla() {
     });
     assert_eq!(v, vec![1.0, 0.0, 0.0]);
 }
+
+backend_test! {
+    fn unique_of_one_element_counts_nan_as_zero() {
+        let x = Tensor::from_vec(vec![f32::NAN], &[1]).unwrap();
+        let (u, c) = x.unique_with_counts();
+        assert!(u.to_vec::<f32>().unwrap()[0].is_nan());
+        assert_eq!(c.to_vec::<i64>().unwrap(), vec![0]);
+        let y = Tensor::from_vec(vec![4.0f32], &[1]).unwrap();
+        assert_eq!(y.unique_with_counts().1.to_vec::<i64>().unwrap(), vec![1]);
+    }
+}

@@ -281,8 +281,16 @@ impl Ctx<'_> {
     pub(super) fn unique_counts(&mut self, x: &V, u: &V, ty: &Ty) -> V {
         let total = self.real_numel(x);
         if !ty.dynamic[0] {
+            // At most one element (the bound is 0 or 1): it occurs once,
+            // unless it is NaN.
+            let xs = self.padded(x, None);
+            let f = self.flat(&xs);
+            let f = self.b.reshape(&f, ty.bound().with_elt(f.ty.elt));
             let t = self.b.convert(&total, Elt::I64);
-            return self.b.fill(&t, ty);
+            let t = self.b.fill(&t, ty);
+            let nan = self.b.cmp(Dir::Ne, &f, &f);
+            let zero = self.b.splat(0.0, ty);
+            return self.b.select(&nan, &zero, &t);
         }
         let (sv, keep) = self.sorted_groups(x);
         let n = sv.ty.dims[0];
