@@ -463,3 +463,31 @@ backend_test! {
         assert_eq!(y.unique_with_counts().1.to_vec::<i64>().unwrap(), vec![1]);
     }
 }
+
+backend_test! {
+    fn large_dynamic_ops_use_the_window_prefix_sum() {
+        // 5000 elements: past the size where packing switches from the
+        // doubling prefix sum to one reduce_window.
+        let v: Vec<f32> = (0..5000).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+        let x = Tensor::from_vec(v.clone(), &[50, 100]).unwrap();
+        let sel = x.masked_select(&x.gt_scalar(2.0));
+        let want: Vec<f32> = v.iter().copied().filter(|&a| a > 2.0).collect();
+        assert_eq!(sel.to_vec::<f32>().unwrap(), want);
+        let nz = x.gt_scalar(4.0).nonzero();
+        let coords: Vec<i64> = (0..5000)
+            .filter(|&i| v[i] > 4.0)
+            .flat_map(|i| [(i / 100) as i64, (i % 100) as i64])
+            .collect();
+        assert_eq!(nz.to_vec::<i64>().unwrap(), coords);
+        let (u, c) = x.unique_with_counts();
+        assert_eq!(u.to_vec::<f32>().unwrap(), (-5..=5).map(|k| k as f32).collect::<Vec<_>>());
+        let counts: Vec<i64> = (-5..=5)
+            .map(|k| v.iter().filter(|&&a| a == k as f32).count() as i64)
+            .collect();
+        assert_eq!(c.to_vec::<i64>().unwrap(), counts);
+        let base = Tensor::zeros(&[50, 100], DType::F32);
+        let back = base.masked_scatter(&x.gt_scalar(2.0), &sel);
+        let want_back: Vec<f32> = v.iter().map(|&a| if a > 2.0 { a } else { 0.0 }).collect();
+        assert_eq!(back.to_vec::<f32>().unwrap(), want_back);
+    }
+}
