@@ -110,7 +110,7 @@ pub mod debug {
     pub fn stablehlo_text(tensors: &[&Tensor]) -> crate::Result<String> {
         let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
         let t = trace(&roots, &[], &[])?;
-        crate::backend::pjrt::lower_text(&t.program)
+        crate::backend::pjrt::lower_text(&t.program())
     }
 
     /// The number of compiled programs in the cache.
@@ -136,7 +136,7 @@ pub mod debug {
     pub fn ir_text(tensors: &[&Tensor]) -> String {
         let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
         match trace(&roots, &[], &[]) {
-            Ok(t) => crate::ir::print::print_program(&t.program),
+            Ok(t) => crate::ir::print::print_program(&t.program()),
             Err(e) => format!("<error: {e}>"),
         }
     }

@@ -1,21 +1,33 @@
 //! From live graph nodes to a canonical [`Program`] and its arguments.
 
 use super::device_data::DeviceData;
-use super::program::{PNode, Program, VarInfo, VarSource};
+use super::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use super::size_cell::SizeCell;
 use crate::backend::{ExecArgs, SizeArg};
 use crate::ir::node::topo_order;
 use crate::ir::{Node, Op};
+use crate::symint::var::with_relative_numbering;
 use crate::symint::{SizeExpr, VarRef};
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 
-/// A program ready to run: the program and what this execution passes it.
+/// A traced graph: its cache key, the arguments of this execution, and
+/// what is needed to build the canonical [`Program`] on a cache miss (a
+/// hit never builds it).
 pub(crate) struct Traced {
-    pub program: Program,
+    /// The nodes in topological order.
+    order: Vec<Arc<Node>>,
+    index: FxHashMap<*const Node, usize>,
+    params: Vec<usize>,
+    vars: Vec<VarInfo>,
+    outputs: Vec<usize>,
+    size_outputs: Vec<usize>,
+    /// The cache key: exactly the bytes `Hash` writes for the program.
+    pub key: Vec<u8>,
     /// The data of each parameter, in order (uploaded by `args`).
-    pub params: Vec<Arc<DeviceData>>,
+    pub params_data: Vec<Arc<DeviceData>>,
     /// The value of each `VarSource::Arg` variable, in order.
     pub var_args: Vec<SizeArg>,
 }
@@ -24,7 +36,7 @@ impl Traced {
     /// The execution arguments; uploads host data not yet on the device.
     pub fn args(&self) -> Result<ExecArgs> {
         let mut params = Vec::with_capacity(self.params.len());
-        for data in &self.params {
+        for data in &self.params_data {
             let sizes = data.sizes.iter().flatten().map(|c| size_arg(c)).collect();
             params.push((data.buffer()?, sizes));
         }
@@ -32,6 +44,55 @@ impl Traced {
             params,
             vars: self.var_args.clone(),
         })
+    }
+
+    fn input_indices<'a>(&'a self, n: &'a Node) -> impl Iterator<Item = usize> + 'a {
+        n.inputs.iter().map(|x| self.index[&Arc::as_ptr(x)])
+    }
+
+    /// The canonical program (built on a cache miss, or for printing).
+    pub fn program(&self) -> Program {
+        let nodes = self
+            .order
+            .iter()
+            .map(|n| PNode {
+                op: n.op.clone(),
+                inputs: self.input_indices(n).collect(),
+                dtype: n.dtype,
+                shape: n.shape.clone(),
+            })
+            .collect();
+        Program {
+            nodes,
+            params: self.params.clone(),
+            vars: self.vars.clone(),
+            outputs: self.outputs.clone(),
+            size_outputs: self.size_outputs.clone(),
+        }
+    }
+
+    /// The key: the bytes `Program::hash` would write, written straight
+    /// from the graph (`Program` derives `Hash` over these fields in this
+    /// order; `program_key_matches_the_program` checks it).
+    fn compute_key(&mut self) {
+        let mut w = KeyWriter(Vec::with_capacity(48 * self.order.len()));
+        with_relative_numbering(|| {
+            self.order.len().hash(&mut w);
+            let mut inputs: Vec<usize> = Vec::with_capacity(4);
+            for n in &self.order {
+                n.op.hash(&mut w);
+                inputs.clear();
+                inputs.extend(self.input_indices(n));
+                inputs.hash(&mut w);
+                n.dtype.hash(&mut w);
+                n.shape.hash(&mut w);
+            }
+            self.params.hash(&mut w);
+            self.vars.hash(&mut w);
+            self.outputs.hash(&mut w);
+            self.size_outputs.hash(&mut w);
+        });
+        self.key = w.0;
     }
 }
 
@@ -70,7 +131,6 @@ pub(crate) fn trace(
         .map(|(i, n)| (Arc::as_ptr(n), i))
         .collect();
 
-    let mut nodes = Vec::with_capacity(order.len());
     let mut params = Vec::new();
     let mut param_data = Vec::new();
     let mut vars: Vec<VarInfo> = Vec::new();
@@ -127,12 +187,6 @@ pub(crate) fn trace(
                     .or_insert(VarSource::Dim { node: i, dim: d });
             }
         }
-        nodes.push(PNode {
-            op: n.op.clone(),
-            inputs: n.inputs.iter().map(|x| index[&Arc::as_ptr(x)]).collect(),
-            dtype: n.dtype,
-            shape: n.shape.clone(),
-        });
     }
     let mut size_outputs = Vec::new();
     for v in size_requests {
@@ -144,15 +198,18 @@ pub(crate) fn trace(
         let i = index[&Arc::as_ptr(r)];
         outputs.push(i);
     }
-    Ok(Traced {
-        program: Program {
-            nodes,
-            params,
-            vars,
-            outputs,
-            size_outputs,
-        },
-        params: param_data,
+    let order: Vec<Arc<Node>> = order.into_iter().cloned().collect();
+    let mut traced = Traced {
+        order,
+        index,
+        params,
+        vars,
+        outputs,
+        size_outputs,
+        key: Vec::new(),
+        params_data: param_data,
         var_args,
-    })
+    };
+    traced.compute_key();
+    Ok(traced)
 }

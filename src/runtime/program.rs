@@ -8,7 +8,7 @@
 
 use crate::dtype::DType;
 use crate::ir::Op;
-use crate::symint::{var::with_relative_numbering, SizeExpr, VarRef};
+use crate::symint::{SizeExpr, VarRef};
 use std::hash::{Hash, Hasher};
 
 /// One node of a program.
@@ -54,7 +54,7 @@ pub(crate) struct Program {
 
 /// Collects the bytes that `Hash` writes, so the key is an exact encoding
 /// rather than a digest that could collide.
-struct KeyWriter(Vec<u8>);
+pub(crate) struct KeyWriter(pub Vec<u8>);
 
 impl Hasher for KeyWriter {
     fn finish(&self) -> u64 {
@@ -66,9 +66,12 @@ impl Hasher for KeyWriter {
 }
 
 impl Program {
-    /// The cache key (see the module docs).
+    /// The cache key (see the module docs). The runtime writes the same
+    /// bytes straight from the graph (`Traced::key`) so a cache hit never
+    /// builds a `Program`; this is the definition it must match.
+    #[cfg(test)]
     pub fn key(&self) -> Vec<u8> {
-        with_relative_numbering(|| {
+        crate::symint::var::with_relative_numbering(|| {
             let mut w = KeyWriter(Vec::with_capacity(64 * self.nodes.len()));
             self.hash(&mut w);
             w.0
@@ -82,5 +85,23 @@ impl Program {
             .enumerate()
             .map(|(i, v)| (v.var.0.id, i))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::runtime::canonical::trace;
+    use crate::{Device, Tensor};
+
+    #[test]
+    fn program_key_matches_the_program() {
+        Device::reference().scoped(|| {
+            let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 3.0], &[2, 2]).unwrap();
+            let n = x.nonzero();
+            let y = (&n.to_dtype(crate::DType::F32) * 2.0).sum_dims(&[1], true);
+            let z = Tensor::arange_sym(&n.size(0)).to_dtype(crate::DType::F32) + &y.squeeze(1);
+            let t = trace(&[z.node(), y.node()], &[], &[]).unwrap();
+            assert_eq!(t.key, t.program().key());
+        });
     }
 }

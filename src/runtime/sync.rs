@@ -76,7 +76,30 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
             t.rebind_if_unchanged(&current, data_nodes[i].clone());
         }
     }
+    release_later(roots);
     Ok(())
+}
+
+/// Drops a computed graph on a background thread: freeing hundreds of
+/// nodes and the device buffers of the previous step's data takes longer
+/// than the sync itself, and nothing waits for it.
+fn release_later(graph: Vec<Arc<Node>>) {
+    static REAPER: LazyLock<Mutex<Option<std::sync::mpsc::SyncSender<Vec<Arc<Node>>>>>> =
+        LazyLock::new(|| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Node>>>(4);
+            let spawned = std::thread::Builder::new()
+                .name("lazyxla-release".into())
+                .spawn(move || rx.into_iter().for_each(drop));
+            Mutex::new(spawned.ok().map(|_| tx))
+        });
+    let graph = match REAPER.lock().as_ref() {
+        Some(tx) => match tx.send(graph) {
+            Ok(()) => return,
+            Err(e) => e.0,
+        },
+        None => graph,
+    };
+    drop(graph);
 }
 
 /// Computes the values of `vars` (size variables no program has computed
@@ -146,15 +169,17 @@ fn run(
     include: &[Arc<Node>],
     size_requests: &[VarRef],
 ) -> Result<ExecOutputs> {
-    let traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
-    let key = (device.id(), traced.program.key());
+    let mut traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
+    let key = (device.id(), std::mem::take(&mut traced.key));
     let exe = match cache::get(&key) {
         Some(exe) => {
             metrics::inc("CachedCompile");
             exe
         }
         None => {
-            let exe = metrics::time("CompileTime", || device.backend().compile(&traced.program))?;
+            let exe = metrics::time("CompileTime", || {
+                device.backend().compile(&traced.program())
+            })?;
             metrics::inc("UncachedCompile");
             cache::put(key, exe.clone());
             exe

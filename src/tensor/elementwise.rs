@@ -1,13 +1,16 @@
 //! Elementwise ops: broadcasting and dtype promotion as in PyTorch, then
 //! one primitive.
 
-use super::{size_deps_for, Tensor};
+use super::{record, size_deps_for, Tensor};
 use crate::dtype::{result_type, DType, Priority};
 use crate::ir::infer::size_mismatch;
 use crate::ir::node::shape_string;
+use crate::ir::node::Inputs;
 use crate::ir::{BinaryOp, CmpOp, Op, UnaryOp};
+use crate::ir::{Lit, Node};
 use crate::symint::SizeExpr;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// The right operand of a binary op.
 #[derive(Clone, Copy)]
@@ -76,20 +79,15 @@ impl Tensor {
     /// This tensor broadcast to `shape` (right-aligned); `others` may hold
     /// the nodes defining `shape`'s dynamic sizes.
     pub(crate) fn broadcast_to(&self, shape: &[SizeExpr], others: &[&Tensor]) -> Tensor {
-        let mine = self.shape_exprs();
-        if mine == shape {
+        let node = self.node();
+        if node.shape == shape {
             return self.clone();
         }
-        let offset = shape.len() - mine.len();
-        let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
-        let deps = size_deps_for(shape, &candidates);
+        let candidates: Vec<Arc<Node>> = others.iter().map(|t| t.node()).collect();
         Tensor::apply(
-            Op::Broadcast {
-                shape: shape.to_vec(),
-                dims: (offset..shape.len()).collect(),
-            },
+            broadcast_op(&node.shape, shape),
             &[self],
-            deps,
+            size_deps_for(shape, &candidates),
         )
     }
 
@@ -102,8 +100,9 @@ impl Tensor {
     }
 
     /// Promotes and broadcasts both operands; `float` forces a float result
-    /// type (true division, float-only functions).
-    fn operands(&self, op: &'static str, rhs: Rhs<'_>, float: bool) -> (Tensor, Tensor) {
+    /// type (true division, float-only functions). Returns operand nodes:
+    /// the scalar and broadcast intermediates need no `Tensor`.
+    fn operands(&self, op: &'static str, rhs: Rhs<'_>, float: bool) -> (Arc<Node>, Arc<Node>) {
         let (rdt, rprio) = match rhs {
             Rhs::Tensor(t) => (t.dtype(), priority(t)),
             Rhs::Scalar(_, d) => (d, Priority::Scalar),
@@ -112,16 +111,40 @@ impl Tensor {
         if float && !dt.is_float() {
             dt = DType::F32;
         }
-        let a = self.to_dtype(dt);
+        let a = self.to_dtype(dt).input_node();
         match rhs {
             Rhs::Tensor(t) => {
-                let b = t.to_dtype(dt);
-                let shape = broadcast_shapes(op, &a.shape_exprs(), &b.shape_exprs());
-                (a.broadcast_to(&shape, &[&b]), b.broadcast_to(&shape, &[&a]))
+                if !t.device().same(self.device()) {
+                    panic!(
+                        "{}",
+                        crate::Error::DeviceMismatch {
+                            op,
+                            lhs: self.device().to_string(),
+                            rhs: t.device().to_string()
+                        }
+                    );
+                }
+                let b = t.to_dtype(dt).input_node();
+                if a.shape == b.shape {
+                    return (a, b);
+                }
+                let shape = broadcast_shapes(op, &a.shape, &b.shape);
+                (
+                    broadcast_node(&a, &shape, &b),
+                    broadcast_node(&b, &shape, &a),
+                )
             }
             Rhs::Scalar(v, _) => {
-                let s = Tensor::scalar_op(v, dt, a.device());
-                let b = s.broadcast_to(&a.shape_exprs(), &[&a]);
+                let s = record(
+                    Op::Scalar {
+                        value: Lit(v),
+                        dtype: dt,
+                    },
+                    Inputs::new(),
+                    SmallVec::new(),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+                let b = broadcast_node(&s, &a.shape, &a);
                 (a, b)
             }
         }
@@ -131,12 +154,12 @@ impl Tensor {
         let name = Op::Binary(op).name();
         let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
         let (a, b) = self.operands(name, rhs, float);
-        Tensor::apply(Op::Binary(op), &[&a, &b], SmallVec::new())
+        self.record_on_device(Op::Binary(op), [a, b])
     }
 
     fn compare(&self, op: CmpOp, rhs: Rhs<'_>) -> Tensor {
         let (a, b) = self.operands(Op::Compare(op).name(), rhs, false);
-        Tensor::apply(Op::Compare(op), &[&a, &b], SmallVec::new())
+        self.record_on_device(Op::Compare(op), [a, b])
     }
 
     pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
@@ -213,7 +236,7 @@ impl Tensor {
         let name = Op::Binary(op).name();
         let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
         let (a, b) = self.operands(name, Rhs::Scalar(v, dt), float);
-        Tensor::apply(Op::Binary(op), &[&b, &a], SmallVec::new())
+        self.record_on_device(Op::Binary(op), [b, a])
     }
     /// `self ** e` (float).
     pub fn pow(&self, e: f64) -> Tensor {
@@ -395,6 +418,35 @@ impl Tensor {
             ],
             SmallVec::new(),
         )
+    }
+}
+
+/// The op broadcasting `from` into `to` (right-aligned).
+fn broadcast_op(from: &[SizeExpr], to: &[SizeExpr]) -> Op {
+    Op::Broadcast {
+        shape: to.to_vec(),
+        dims: (to.len() - from.len()..to.len()).collect(),
+    }
+}
+
+/// `x` broadcast to `shape`, whose dynamic sizes `other` defines.
+fn broadcast_node(x: &Arc<Node>, shape: &[SizeExpr], other: &Arc<Node>) -> Arc<Node> {
+    if x.shape == shape {
+        return x.clone();
+    }
+    let deps = size_deps_for(shape, std::slice::from_ref(other));
+    let mut inputs = Inputs::new();
+    inputs.push(x.clone());
+    record(broadcast_op(&x.shape, shape), inputs, deps).unwrap_or_else(|e| panic!("{e}"))
+}
+
+impl Tensor {
+    /// Records `op` on operand nodes and wraps the result on this tensor's
+    /// device.
+    fn record_on_device(&self, op: Op, operands: [Arc<Node>; 2]) -> Tensor {
+        let node = record(op, Inputs::from_iter(operands), SmallVec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        Tensor::from_node(node, self.device())
     }
 }
 

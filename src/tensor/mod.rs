@@ -217,14 +217,32 @@ impl Tensor {
             }
         }
         let nodes: Inputs = inputs.iter().map(|t| t.input_node()).collect();
-        let (dtype, shape) = infer(&op, &nodes)?;
-        // Only float results carry gradients: indices, masks and sizes do not.
-        let requires_grad = crate::autograd::grad_enabled()
-            && dtype.is_float()
-            && nodes.iter().any(|n| n.requires_grad);
-        let node = Node::new(op, nodes, size_deps, dtype, shape, None, requires_grad);
-        Ok(Tensor::from_node(node, device))
+        Ok(Tensor::from_node(record(op, nodes, size_deps)?, device))
     }
+}
+
+/// Records `op` on operand nodes: inference, then one node. Internal
+/// intermediates (a scalar and its broadcast) are recorded this way
+/// without a `Tensor` around them; their device is their consumer's.
+pub(crate) fn record(
+    op: Op,
+    nodes: Inputs,
+    size_deps: SmallVec<[Arc<Node>; 1]>,
+) -> crate::Result<Arc<Node>> {
+    let (dtype, shape) = infer(&op, &nodes)?;
+    // Only float results carry gradients: indices, masks and sizes do not.
+    let requires_grad = crate::autograd::grad_enabled()
+        && dtype.is_float()
+        && nodes.iter().any(|n| n.requires_grad);
+    Ok(Node::new(
+        op,
+        nodes,
+        size_deps,
+        dtype,
+        shape,
+        None,
+        requires_grad,
+    ))
 }
 
 /// A user-facing size for dimension expression `e` of `node`, anchored to
