@@ -84,14 +84,14 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
 /// nodes and the device buffers of the previous step's data takes longer
 /// than the sync itself, and nothing waits for it.
 fn release_later(graph: Vec<Arc<Node>>) {
-    static REAPER: LazyLock<Mutex<Option<std::sync::mpsc::SyncSender<Vec<Arc<Node>>>>>> =
-        LazyLock::new(|| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Node>>>(4);
-            let spawned = std::thread::Builder::new()
-                .name("lazyxla-release".into())
-                .spawn(move || rx.into_iter().for_each(drop));
-            Mutex::new(spawned.ok().map(|_| tx))
-        });
+    type Reaper = Option<std::sync::mpsc::SyncSender<Vec<Arc<Node>>>>;
+    static REAPER: LazyLock<Mutex<Reaper>> = LazyLock::new(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Node>>>(4);
+        let spawned = std::thread::Builder::new()
+            .name("lazyxla-release".into())
+            .spawn(move || rx.into_iter().for_each(drop));
+        Mutex::new(spawned.ok().map(|_| tx))
+    });
     let graph = match REAPER.lock().as_ref() {
         Some(tx) => match tx.send(graph) {
             Ok(()) => return,
