@@ -98,13 +98,11 @@ impl Traced {
 
 /// Size expressions an op evaluates at run time (its own arguments, not
 /// its output shape).
-fn op_size_args(op: &Op) -> Vec<&SizeExpr> {
+fn op_size_args(op: &Op) -> &[SizeExpr] {
     match op {
-        Op::Iota { shape, .. } | Op::Broadcast { shape, .. } | Op::Reshape { shape } => {
-            shape.iter().collect()
-        }
-        Op::SizeOf(e) => vec![e],
-        _ => Vec::new(),
+        Op::Iota { shape, .. } | Op::Broadcast { shape, .. } | Op::Reshape { shape } => shape,
+        Op::SizeOf(e) => std::slice::from_ref(e),
+        _ => &[],
     }
 }
 
@@ -167,7 +165,7 @@ pub(crate) fn trace(
         };
 
     for (i, n) in order.iter().enumerate() {
-        for e in op_size_args(&n.op) {
+        for e in op_size_args(&n.op).iter().filter(|e| e.as_const().is_none()) {
             for v in e.vars() {
                 need(&v, &defined, &mut vars)?;
             }
