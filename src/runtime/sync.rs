@@ -78,3 +78,92 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Computes the values of `vars` (size variables no program has computed
+/// yet) by running just what they need: the `include` nodes define them.
+pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
+    let _guard = SYNC.lock();
+    let outputs = run(device, &[], include, vars)?;
+    for (v, s) in vars.iter().zip(outputs.sizes) {
+        bind(v, cell(device, s));
+    }
+    Ok(())
+}
+
+fn cell(device: &Device, s: SizeArg) -> Arc<SizeCell> {
+    Arc::new(match s {
+        SizeArg::Host(v) => SizeCell::host(v),
+        SizeArg::Device(b) => SizeCell::on_device(b, device.clone()),
+    })
+}
+
+fn bind(v: &VarRef, c: Arc<SizeCell>) {
+    let _ = v.0.cell.set(c);
+}
+
+/// A data leaf holding a program's result for `root`, with the same dtype
+/// and shape; binds the size variables that the result's dims are.
+fn data_node(
+    device: &Device,
+    root: &Arc<Node>,
+    buffer: crate::backend::BufferRef,
+    sizes: Vec<SizeArg>,
+) -> Arc<Node> {
+    let mut cells = Vec::with_capacity(root.shape.len());
+    let mut dynamic = sizes.into_iter();
+    for d in &root.shape {
+        if d.as_const().is_some() {
+            cells.push(None);
+            continue;
+        }
+        let c = cell(device, dynamic.next().expect("one size per dynamic dim"));
+        if let Some(v) = d.as_var() {
+            bind(v, c.clone());
+        }
+        cells.push(Some(c));
+    }
+    let data = DeviceData::on_device(device.clone(), buffer, cells);
+    Node::new(
+        Op::Data {
+            dtype: root.dtype,
+            shape: root.shape.clone(),
+        },
+        SmallVec::new(),
+        SmallVec::new(),
+        root.dtype,
+        root.shape.clone(),
+        Some(Arc::new(data)),
+        false,
+    )
+}
+
+/// Traces, compiles (or takes from the cache) and executes a program that
+/// returns `outputs` and the values of `size_requests`; `include` adds
+/// nodes that define requested sizes.
+fn run(
+    device: &Device,
+    outputs: &[Arc<Node>],
+    include: &[Arc<Node>],
+    size_requests: &[VarRef],
+) -> Result<ExecOutputs> {
+    let mut traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
+    let key = (device.id(), std::mem::take(&mut traced.key));
+    let exe = match cache::get(&key) {
+        Some(exe) => {
+            metrics::inc("CachedCompile");
+            exe
+        }
+        None => {
+            let exe = metrics::time("CompileTime", || {
+                device.backend().compile(&traced.program())
+            })?;
+            metrics::inc("UncachedCompile");
+            cache::put(key, exe.clone());
+            exe
+        }
+    };
+    let args = traced.args()?;
+    let out = metrics::time("ExecuteTime", || device.backend().execute(&exe, args))?;
+    metrics::inc("ExecuteGraph");
+    Ok(out)
+}
