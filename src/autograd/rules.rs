@@ -201,20 +201,7 @@ impl Tensor {
 
     /// A gradient of a reduction over `dims` put back into `a`'s shape.
     fn unreduce(&self, a: &Tensor, dims: &[usize]) -> Tensor {
-        let keep: Vec<SizeExpr> = a
-            .shape_exprs()
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                if dims.contains(&i) {
-                    SizeExpr::constant(1)
-                } else {
-                    e.clone()
-                }
-            })
-            .collect();
-        self.reshape_exprs(keep, &[a])
-            .broadcast_to(&a.shape_exprs(), &[a])
+        self.keep_dims(a, dims).broadcast_to(&a.shape_exprs(), &[a])
     }
 
     /// Zeros of `shape` (whose variables this tensor's graph defines).

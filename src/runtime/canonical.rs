@@ -165,7 +165,10 @@ pub(crate) fn trace(
         };
 
     for (i, n) in order.iter().enumerate() {
-        for e in op_size_args(&n.op).iter().filter(|e| e.as_const().is_none()) {
+        for e in op_size_args(&n.op)
+            .iter()
+            .filter(|e| e.as_const().is_none())
+        {
             for v in e.vars() {
                 need(&v, &defined, &mut vars)?;
             }

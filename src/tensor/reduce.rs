@@ -69,7 +69,7 @@ impl Tensor {
     }
 
     /// `reduced` with size-1 dims put back at `dims` of `original`.
-    fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
+    pub(crate) fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
         let shape: Vec<SizeExpr> = original
             .shape_exprs()
             .iter()

@@ -11,7 +11,7 @@
 //! on the XLA CPU plugin; a stable sort on the negated mask (PyTorch/XLA's
 //! way) is 3x to 9x slower. `LAZYXLA_PJRT_PACK=doubling|window|sort`
 //! forces one strategy (for measurements; the compile cache does not key
-//! on it). DESIGN-pjrt.md has the numbers.
+//! on it). DESIGN.md has the numbers.
 
 use super::emit::{Dir, Elt, Ty, V};
 use super::Ctx;
