@@ -109,6 +109,32 @@ impl HostArray {
         }
     }
 
+    /// A copy at the larger shape `bound`, the elements in its leading
+    /// corner and `fill` elsewhere. `None` when `bound` is smaller than the
+    /// array in some dimension or has another rank.
+    pub fn padded(&self, bound: &[usize], fill: f64) -> Option<HostArray> {
+        if bound.len() != self.shape().len() || bound.iter().zip(self.shape()).any(|(b, s)| b < s) {
+            return None;
+        }
+        let mut out = HostArray::full(self.dtype(), bound, fill);
+        let sh = self.shape().to_vec();
+        macro_rules! pad {
+            ($o:expr, $x:expr) => {{
+                $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()]))
+                    .assign($x);
+            }};
+        }
+        match (&mut out, self) {
+            (HostArray::Bool(o), HostArray::Bool(a)) => pad!(o, a),
+            (HostArray::I32(o), HostArray::I32(a)) => pad!(o, a),
+            (HostArray::I64(o), HostArray::I64(a)) => pad!(o, a),
+            (HostArray::F32(o), HostArray::F32(a)) => pad!(o, a),
+            (HostArray::F64(o), HostArray::F64(a)) => pad!(o, a),
+            _ => unreachable!("full() made the same dtype"),
+        }
+        Some(out)
+    }
+
     /// The elements as `f64` in row-major order (for printing and tests).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         use crate::dtype::Element;

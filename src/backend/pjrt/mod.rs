@@ -280,13 +280,16 @@ impl Backend for PjrtBackend {
         let data = if host.shape() == bound {
             host.to_bytes()
         } else {
-            let mut padded = HostArray::full(host.dtype(), bound, 0.0);
-            pad_into(&mut padded, host).map_err(|m| Error::Backend {
-                backend: self.name.clone(),
-                op: "upload",
-                message: m,
-            })?;
-            padded.to_bytes()
+            host.padded(bound, 0.0)
+                .ok_or_else(|| Error::Backend {
+                    backend: self.name.clone(),
+                    op: "upload",
+                    message: format!(
+                        "data of shape {:?} does not fit the bound {bound:?}",
+                        host.shape()
+                    ),
+                })?
+                .to_bytes()
         };
         let dims: Vec<i64> = bound.iter().map(|&d| d as i64).collect();
         let b = self
@@ -335,24 +338,4 @@ impl Backend for PjrtBackend {
         })?;
         Ok(i32::from_ne_bytes(arr) as i64)
     }
-}
-
-/// Copies `x` into the leading corner of `out` (same dtype).
-fn pad_into(out: &mut HostArray, x: &HostArray) -> std::result::Result<(), String> {
-    macro_rules! pad {
-        ($o:expr, $x:expr) => {{
-            let sh = $x.shape().to_vec();
-            $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()]))
-                .assign($x);
-        }};
-    }
-    match (out, x) {
-        (HostArray::Bool(o), HostArray::Bool(a)) => pad!(o, a),
-        (HostArray::I32(o), HostArray::I32(a)) => pad!(o, a),
-        (HostArray::I64(o), HostArray::I64(a)) => pad!(o, a),
-        (HostArray::F32(o), HostArray::F32(a)) => pad!(o, a),
-        (HostArray::F64(o), HostArray::F64(a)) => pad!(o, a),
-        _ => return Err("dtype mismatch while padding".into()),
-    }
-    Ok(())
 }

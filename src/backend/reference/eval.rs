@@ -137,10 +137,9 @@ pub(super) fn run(
             Op::Concat { dim } => concat(&ins, *dim)?,
             Op::PadToBound { fill } => {
                 let bound: Vec<usize> = node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
-                let x = ins[0];
-                let mut out = HostArray::full(x.dtype(), &bound, fill.0);
-                pad_into(&mut out, x)?;
-                out
+                ins[0]
+                    .padded(&bound, fill.0)
+                    .ok_or_else(|| err("pad_to_bound", "the value exceeds its bound"))?
             }
             Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
             Op::ArgReduce { kind, dim } => {
@@ -340,25 +339,6 @@ fn index_array(a: &HostArray) -> Result<ArrayD<i64>> {
         HostArray::I32(x) => Ok(x.mapv(|v| v as i64)),
         _ => Err(err("index", "indices must be integers")),
     }
-}
-
-fn pad_into(out: &mut HostArray, x: &HostArray) -> Result<()> {
-    macro_rules! pad {
-        ($o:expr, $x:expr) => {{
-            let sh = $x.shape().to_vec();
-            $o.slice_each_axis_mut(|ax| ndarray::Slice::from(0..sh[ax.axis.index()]))
-                .assign($x);
-        }};
-    }
-    match (out, x) {
-        (HostArray::Bool(o), HostArray::Bool(a)) => pad!(o, a),
-        (HostArray::I32(o), HostArray::I32(a)) => pad!(o, a),
-        (HostArray::I64(o), HostArray::I64(a)) => pad!(o, a),
-        (HostArray::F32(o), HostArray::F32(a)) => pad!(o, a),
-        (HostArray::F64(o), HostArray::F64(a)) => pad!(o, a),
-        _ => return Err(err("pad_to_bound", "dtype mismatch")),
-    }
-    Ok(())
 }
 
 fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
