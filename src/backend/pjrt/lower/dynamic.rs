@@ -13,8 +13,9 @@
 //! forces one strategy (for measurements; the compile cache does not key
 //! on it). DESIGN.md has the numbers.
 
-use super::emit::{Dir, Elt, Ty, V};
+use super::emit::{Elt, Ty, V};
 use super::Ctx;
+use crate::ir::CmpOp;
 
 /// How `pack` moves the kept elements (see the module docs).
 #[derive(Copy, Clone, PartialEq, Eq)]
@@ -105,7 +106,7 @@ impl Ctx<'_> {
                 "dimension = 0 : i64, is_stable = true",
                 &elts,
                 &tys,
-                |b, a| vec![b.cmp(Dir::Lt, &a[0], &a[1])],
+                |b, a| vec![b.cmp(CmpOp::Lt, &a[0], &a[1])],
             );
             return (res[1..].to_vec(), count);
         }
@@ -163,7 +164,7 @@ impl Ctx<'_> {
         let xs = self.padded(x, Some(0.0));
         let flat = self.flat(&xs);
         let zero = self.b.splat(0.0, &flat.ty);
-        let keep = self.b.cmp(Dir::Ne, &flat, &zero);
+        let keep = self.b.cmp(CmpOp::Ne, &flat, &zero);
         let coords: Vec<V> = (0..x.ty.rank())
             .map(|d| {
                 let it = self.b.iota(&xs.ty.with_elt(Elt::I64), d);
@@ -217,7 +218,7 @@ impl Ctx<'_> {
         // rank: 0 real number, 1 NaN, 2 padding.
         let mut rank = self.b.splat(0.0, &i32t);
         if v.ty.elt.is_float() {
-            let nan = self.b.cmp(Dir::Ne, &v, &v);
+            let nan = self.b.cmp(CmpOp::Ne, &v, &v);
             let one = self.b.splat(1.0, &i32t);
             rank = self.b.select(&nan, &one, &rank);
         }
@@ -235,11 +236,11 @@ impl Ctx<'_> {
             &[i32t.clone(), v.ty.clone()],
             |b, a| {
                 let (ra, rb, va, vb) = (&a[0], &a[1], &a[2], &a[3]);
-                let rlt = b.cmp(Dir::Lt, ra, rb);
-                let req = b.cmp(Dir::Eq, ra, rb);
+                let rlt = b.cmp(CmpOp::Lt, ra, rb);
+                let req = b.cmp(CmpOp::Eq, ra, rb);
                 let z = b.i32c(0);
-                let real = b.cmp(Dir::Eq, ra, &z);
-                let vlt = b.cmp(Dir::Lt, va, vb);
+                let real = b.cmp(CmpOp::Eq, ra, &z);
+                let vlt = b.cmp(CmpOp::Lt, va, vb);
                 let both = b.bin("and", &req, &real);
                 let both = b.bin("and", &both, &vlt);
                 vec![b.bin("or", &rlt, &both)]
@@ -247,17 +248,17 @@ impl Ctx<'_> {
         );
         let (sr, sv) = (res[0].clone(), res[1].clone());
         let two = self.b.splat(2.0, &i32t);
-        let real = self.b.cmp(Dir::Lt, &sr, &two);
+        let real = self.b.cmp(CmpOp::Lt, &sr, &two);
         if n == 0 {
             return (sv, real);
         }
         let head = self.b.slice(&sv, 0, 0, n - 1);
         let any = self.b.scalar(0.0, e);
         let prev = self.b.pad(&head, &any, 0, 1, 0);
-        let differs = self.b.cmp(Dir::Ne, &sv, &prev);
+        let differs = self.b.cmp(CmpOp::Ne, &sv, &prev);
         let it = self.b.iota(&i32t, 0);
         let z = self.b.splat(0.0, &i32t);
-        let first = self.b.cmp(Dir::Eq, &it, &z);
+        let first = self.b.cmp(CmpOp::Eq, &it, &z);
         let starts = self.b.bin("or", &first, &differs);
         let keep = self.b.bin("and", &starts, &real);
         (sv, keep)
@@ -288,7 +289,7 @@ impl Ctx<'_> {
             let f = self.b.reshape(&f, ty.bound().with_elt(f.ty.elt));
             let t = self.b.convert(&total, Elt::I64);
             let t = self.b.fill(&t, ty);
-            let nan = self.b.cmp(Dir::Ne, &f, &f);
+            let nan = self.b.cmp(CmpOp::Ne, &f, &f);
             let zero = self.b.splat(0.0, ty);
             return self.b.select(&nan, &zero, &t);
         }
@@ -304,7 +305,7 @@ impl Ctx<'_> {
         let next = self.b.concat(&[&tail, &t1], 0, starts.ty.clone());
         let c = self.b.bin("subtract", &next, starts);
         let vals = &packed[1];
-        let nan = self.b.cmp(Dir::Ne, vals, vals);
+        let nan = self.b.cmp(CmpOp::Ne, vals, vals);
         let zero = self.b.splat(0.0, &c.ty);
         let c = self.b.select(&nan, &zero, &c);
         let c = self.b.convert(&c, Elt::I64);

@@ -8,6 +8,7 @@
 //! function, so values in nested regions never shadow outer ones.
 
 use crate::dtype::DType;
+use crate::ir::CmpOp;
 use std::fmt::Write;
 
 /// An element type.
@@ -194,27 +195,15 @@ pub(crate) fn list(v: &[i64]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-/// Comparison directions.
-#[derive(Copy, Clone, Debug)]
-pub(crate) enum Dir {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Dir {
-    fn name(self) -> &'static str {
-        match self {
-            Dir::Eq => "EQ",
-            Dir::Ne => "NE",
-            Dir::Lt => "LT",
-            Dir::Le => "LE",
-            Dir::Gt => "GT",
-            Dir::Ge => "GE",
-        }
+/// StableHLO's spelling of a comparison direction.
+fn direction(c: CmpOp) -> &'static str {
+    match c {
+        CmpOp::Eq => "EQ",
+        CmpOp::Ne => "NE",
+        CmpOp::Lt => "LT",
+        CmpOp::Le => "LE",
+        CmpOp::Gt => "GT",
+        CmpOp::Ge => "GE",
     }
 }
 
@@ -393,7 +382,7 @@ impl Builder {
         self.op(name, &[a, b], "", ty)
     }
 
-    pub fn cmp(&mut self, dir: Dir, a: &V, b: &V) -> V {
+    pub fn cmp(&mut self, dir: CmpOp, a: &V, b: &V) -> V {
         let ty = if a.ty.is_dynamic() || !b.ty.is_dynamic() {
             a.ty.with_elt(Elt::I1)
         } else {
@@ -401,7 +390,7 @@ impl Builder {
         };
         let attrs = format!(
             "comparison_direction = #stablehlo<comparison_direction {}>, compare_type = #stablehlo<comparison_type {}>",
-            dir.name(),
+            direction(dir),
             a.ty.elt.compare_type()
         );
         self.op("compare", &[a, b], &attrs, ty)

@@ -5,7 +5,7 @@
 //! `erf` is evaluated as the reference does it (in f64), and random bits are
 //! those of `autograd/random.rs`.
 
-use super::emit::{Dir, Elt, Ty, V};
+use super::emit::{Elt, Ty, V};
 use super::Ctx;
 use crate::ir::{BinaryOp, CmpOp, UnaryOp};
 
@@ -16,7 +16,7 @@ impl Ctx<'_> {
     }
 
     fn is_nan(&mut self, x: &V) -> V {
-        self.b.cmp(Dir::Ne, x, x)
+        self.b.cmp(CmpOp::Ne, x, x)
     }
 
     pub(super) fn unary(&mut self, u: UnaryOp, x: &V) -> V {
@@ -50,8 +50,8 @@ impl Ctx<'_> {
                     let zero = self.like(x, 0.0);
                     let one = self.like(x, 1.0);
                     let m1 = self.like(x, -1.0);
-                    let gt = self.b.cmp(Dir::Gt, x, &zero);
-                    let lt = self.b.cmp(Dir::Lt, x, &zero);
+                    let gt = self.b.cmp(CmpOp::Gt, x, &zero);
+                    let lt = self.b.cmp(CmpOp::Lt, x, &zero);
                     let r = self.b.select(&lt, &m1, x);
                     self.b.select(&gt, &one, &r)
                 } else {
@@ -92,10 +92,10 @@ impl Ctx<'_> {
                     (Some(zero_d), r, safe)
                 };
                 // The sign of the divisor: r + b when r != 0 and the signs differ.
-                let nz = self.b.cmp(Dir::Ne, &r, &zero);
-                let rn = self.b.cmp(Dir::Lt, &r, &zero);
-                let bn = self.b.cmp(Dir::Lt, &divisor, &zero);
-                let differ = self.b.cmp(Dir::Ne, &rn, &bn);
+                let nz = self.b.cmp(CmpOp::Ne, &r, &zero);
+                let rn = self.b.cmp(CmpOp::Lt, &r, &zero);
+                let bn = self.b.cmp(CmpOp::Lt, &divisor, &zero);
+                let differ = self.b.cmp(CmpOp::Ne, &rn, &bn);
                 let fix = self.b.bin("and", &nz, &differ);
                 let rb = self.b.bin("add", &r, &divisor);
                 let r = self.b.select(&fix, &rb, &r);
@@ -107,9 +107,9 @@ impl Ctx<'_> {
             BinaryOp::Pow => self.b.bin("power", a, b),
             BinaryOp::Max | BinaryOp::Min => {
                 let dir = if matches!(op, BinaryOp::Max) {
-                    Dir::Gt
+                    CmpOp::Gt
                 } else {
-                    Dir::Lt
+                    CmpOp::Lt
                 };
                 self.pick(dir, a, b)
             }
@@ -120,7 +120,7 @@ impl Ctx<'_> {
 
     /// `a` if `a` is NaN or `a dir b`, else `b` (NaN-propagating max/min,
     /// exactly the reference's rule).
-    pub(super) fn pick(&mut self, dir: Dir, a: &V, b: &V) -> V {
+    pub(super) fn pick(&mut self, dir: CmpOp, a: &V, b: &V) -> V {
         let better = self.b.cmp(dir, a, b);
         let take = if a.ty.elt.is_float() {
             let nan = self.is_nan(a);
@@ -137,23 +137,15 @@ impl Ctx<'_> {
         let zero = self.like(b, 0.0);
         let m1 = self.like(b, -1.0);
         let one = self.like(b, 1.0);
-        let z = self.b.cmp(Dir::Eq, b, &zero);
-        let n = self.b.cmp(Dir::Eq, b, &m1);
+        let z = self.b.cmp(CmpOp::Eq, b, &zero);
+        let n = self.b.cmp(CmpOp::Eq, b, &m1);
         let either = self.b.bin("or", &z, &n);
         let safe = self.b.select(&either, &one, b);
         (z, n, safe)
     }
 
     pub(super) fn compare(&mut self, c: CmpOp, a: &V, b: &V) -> V {
-        let dir = match c {
-            CmpOp::Eq => Dir::Eq,
-            CmpOp::Ne => Dir::Ne,
-            CmpOp::Lt => Dir::Lt,
-            CmpOp::Le => Dir::Le,
-            CmpOp::Gt => Dir::Gt,
-            CmpOp::Ge => Dir::Ge,
-        };
-        self.b.cmp(dir, a, b)
+        self.b.cmp(c, a, b)
     }
 
     /// Rust `as` conversion: to Bool is `!= 0` (NaN is true); float to
@@ -166,7 +158,7 @@ impl Ctx<'_> {
         }
         if to == Elt::I1 {
             let zero = self.like(x, 0.0);
-            return self.b.cmp(Dir::Ne, x, &zero);
+            return self.b.cmp(CmpOp::Ne, x, &zero);
         }
         if from.is_float() && matches!(to, Elt::I32 | Elt::I64) {
             let (lo, hi) = match to {
@@ -180,8 +172,8 @@ impl Ctx<'_> {
             let min = self.b.splat_lit(&to.lowest(), &ty);
             let max = self.b.splat_lit(&to.highest(), &ty);
             let zero = self.b.splat(0.0, &ty);
-            let below = self.b.cmp(Dir::Lt, x, &lo_f);
-            let above = self.b.cmp(Dir::Ge, x, &hi_f);
+            let below = self.b.cmp(CmpOp::Lt, x, &lo_f);
+            let above = self.b.cmp(CmpOp::Ge, x, &hi_f);
             let nan = self.is_nan(x);
             let r = self.b.select(&below, &min, &c);
             let r = self.b.select(&above, &max, &r);
@@ -233,8 +225,8 @@ impl Ctx<'_> {
         let tail = self.b.bin("multiply", &sign, &tail);
         let three = self.like(&x, 3.0);
         let six = self.like(&x, 6.0);
-        let small = self.b.cmp(Dir::Lt, &ax, &three);
-        let big = self.b.cmp(Dir::Gt, &ax, &six);
+        let small = self.b.cmp(CmpOp::Lt, &ax, &three);
+        let big = self.b.cmp(CmpOp::Gt, &ax, &six);
         let r = self.b.select(&small, &series, &tail);
         let r = self.b.select(&big, &sign, &r);
         let nan = self.is_nan(&x);

@@ -37,11 +37,12 @@ mod reduce;
 mod sizes;
 
 use crate::dtype::DType;
+use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::runtime::program::{Program, VarSource};
 use crate::symint::SizeExpr;
 use crate::{Error, Result};
-use emit::{Builder, Dir, Elt, Ty, V};
+use emit::{Builder, Elt, Ty, V};
 use std::collections::HashMap;
 
 /// A lowered program and the layout of its results.
@@ -314,7 +315,7 @@ impl Ctx<'_> {
             let Some(s) = s else { continue };
             let it = self.b.iota(&shape, d);
             let s = self.b.fill(s, &shape);
-            let m = self.b.cmp(Dir::Lt, &it, &s);
+            let m = self.b.cmp(CmpOp::Lt, &it, &s);
             mask = Some(match mask {
                 None => m,
                 Some(prev) => self.b.bin("and", &prev, &m),

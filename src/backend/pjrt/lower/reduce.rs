@@ -1,16 +1,17 @@
 //! Reductions, arg-reductions and matrix products, on static views with
 //! the padding set to a value that cannot change the result.
 
-use super::emit::{list, Builder, Dir, Elt, Ty, V};
+use super::emit::{list, Builder, Elt, Ty, V};
 use super::Ctx;
+use crate::ir::CmpOp;
 use crate::ir::{ArgKind, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
 /// operands, since XLA may apply it in either order).
-fn pick_body(b: &mut Builder, dir: Dir, p: &V, q: &V) -> V {
+fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
     let better = b.cmp(dir, p, q);
     let take = if p.ty.elt.is_float() {
-        let nan = b.cmp(Dir::Ne, p, p);
+        let nan = b.cmp(CmpOp::Ne, p, p);
         b.bin("or", &nan, &better)
     } else {
         better
@@ -34,8 +35,8 @@ impl Ctx<'_> {
         let init = self.b.splat_lit(&identity, &Ty::scalar(e));
         let out = self.b.reduce(&xs, &init, dims, |b, p, q| match kind {
             ReduceKind::Sum => b.bin("add", p, q),
-            ReduceKind::Max => pick_body(b, Dir::Gt, p, q),
-            ReduceKind::Min => pick_body(b, Dir::Lt, p, q),
+            ReduceKind::Max => pick_body(b, CmpOp::Gt, p, q),
+            ReduceKind::Min => pick_body(b, CmpOp::Lt, p, q),
         });
         let kept: Vec<Option<V>> = (0..x.ty.rank())
             .filter(|d| !dims.contains(d))
@@ -51,8 +52,8 @@ impl Ctx<'_> {
         let e = x.ty.elt;
         let sizes = self.sizes_of(x);
         let (dir, worst) = match kind {
-            ArgKind::Max => (Dir::Gt, e.lowest()),
-            ArgKind::Min => (Dir::Lt, e.highest()),
+            ArgKind::Max => (CmpOp::Gt, e.lowest()),
+            ArgKind::Min => (CmpOp::Lt, e.highest()),
         };
         let kept: Vec<Option<V>> = (0..x.ty.rank())
             .filter(|&d| d != dim)
@@ -67,7 +68,7 @@ impl Ctx<'_> {
         let w = self.b.splat_lit(&worst, &xs.ty);
         let mut v = xs.clone();
         if e.is_float() {
-            let nan = self.b.cmp(Dir::Ne, &xs, &xs);
+            let nan = self.b.cmp(CmpOp::Ne, &xs, &xs);
             v = self.b.select(&nan, &w, &v);
         }
         if let Some(m) = mask {
@@ -87,8 +88,8 @@ impl Ctx<'_> {
             |b, a| {
                 let (va, ia, vb, ib) = (&a[0], &a[1], &a[2], &a[3]);
                 let better = b.cmp(dir, va, vb);
-                let tie = b.cmp(Dir::Eq, va, vb);
-                let first = b.cmp(Dir::Lt, ia, ib);
+                let tie = b.cmp(CmpOp::Eq, va, vb);
+                let first = b.cmp(CmpOp::Lt, ia, ib);
                 let tie_first = b.bin("and", &tie, &first);
                 let take = b.bin("or", &better, &tie_first);
                 vec![b.select(&take, va, vb), b.select(&take, ia, ib)]
@@ -99,7 +100,7 @@ impl Ctx<'_> {
             // A NaN at index 0 is never replaced.
             let head = self.b.slice(&xs, dim, 0, 1);
             let head = self.b.reshape(&head, ty.bound().with_elt(e));
-            let nan = self.b.cmp(Dir::Ne, &head, &head);
+            let nan = self.b.cmp(CmpOp::Ne, &head, &head);
             let zero = self.b.splat(0.0, &r.ty);
             r = self.b.select(&nan, &zero, &r);
         }

@@ -6,8 +6,9 @@
 //! with the same meaning as `SizeExpr::eval`: floor division and Python's
 //! remainder (sign of the divisor), both 0 for a zero divisor.
 
-use super::emit::{Dir, Elt, V};
+use super::emit::{Elt, V};
 use super::Ctx;
+use crate::ir::CmpOp;
 use crate::runtime::program::VarSource;
 use crate::symint::expr::AtomOp;
 use crate::symint::{SizeExpr, VarRef};
@@ -85,15 +86,15 @@ impl Ctx<'_> {
         let b_ = &mut self.b;
         let zero = b_.i32c(0);
         let one = b_.i32c(1);
-        let is_zero = b_.cmp(Dir::Eq, b, &zero);
+        let is_zero = b_.cmp(CmpOp::Eq, b, &zero);
         let safe = b_.select(&is_zero, &one, b);
         let q = b_.bin("divide", a, &safe);
         let qb = b_.bin("multiply", &q, &safe);
         let r = b_.bin("subtract", a, &qb);
-        let r_nz = b_.cmp(Dir::Ne, &r, &zero);
-        let r_neg = b_.cmp(Dir::Lt, &r, &zero);
-        let b_neg = b_.cmp(Dir::Lt, &safe, &zero);
-        let differ = b_.cmp(Dir::Ne, &r_neg, &b_neg);
+        let r_nz = b_.cmp(CmpOp::Ne, &r, &zero);
+        let r_neg = b_.cmp(CmpOp::Lt, &r, &zero);
+        let b_neg = b_.cmp(CmpOp::Lt, &safe, &zero);
+        let differ = b_.cmp(CmpOp::Ne, &r_neg, &b_neg);
         let adjust = b_.bin("and", &r_nz, &differ);
         let q1 = b_.bin("subtract", &q, &one);
         let q = b_.select(&adjust, &q1, &q);
