@@ -170,6 +170,24 @@ impl Device {
         &self.0.name
     }
 
+    /// Blocks until every program started on this device has finished, and
+    /// returns the error of one that failed (PyTorch/XLA's
+    /// `wait_device_ops`). `mark_step` only starts the step's program, so
+    /// the host can record the next step while the device runs; reads wait
+    /// by themselves, so this is needed only to time steps or to surface a
+    /// device failure early.
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let t = Tensor::ones(&[3], lazyxla::DType::F32) * 2.0;
+    /// lazyxla::mark_step().unwrap();
+    /// Device::default().synchronize().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn synchronize(&self) -> crate::Result<()> {
+        self.backend().synchronize()
+    }
+
     pub(crate) fn backend(&self) -> &dyn Backend {
         self.0.backend.as_ref()
     }

@@ -364,6 +364,40 @@ fn execute_rejects_wrong_arguments() {
 }
 
 #[test]
+fn async_results_chain_and_outlive_their_inputs() {
+    let Some(c) = client() else { return };
+    let exe = compile(c, ADD_F32);
+    let a = f32s(c, &[1.0, 2.0, 3.0], &[3]);
+    // Each execution consumes the previous one's result before it is ready;
+    // PJRT orders them. The inputs are dropped while work may be in flight.
+    let (mut out, mut done) = exe.execute_async(&[&a, &a]).unwrap();
+    assert_eq!(
+        out[0].dims(),
+        [3],
+        "a static result's shape is known at once"
+    );
+    for _ in 0..20 {
+        let x = out.pop().unwrap();
+        let (next, next_done) = exe.execute_async(&[&x, &x]).unwrap();
+        drop(x);
+        done.wait().unwrap();
+        (out, done) = (next, next_done);
+    }
+    drop(a);
+    // A copy to the host waits for the last execution by itself.
+    let expect: Vec<f32> = [1.0f32, 2.0, 3.0]
+        .iter()
+        .map(|v| v * 2f32.powi(21))
+        .collect();
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), expect);
+    done.wait().unwrap();
+    // An event dropped unwaited only releases the handle.
+    let (out, done) = exe.execute_async(&[&out[0], &out[0]]).unwrap();
+    drop(done);
+    assert_eq!(to_f32(&out[0].to_host().unwrap())[0], 2f32.powi(22));
+}
+
+#[test]
 fn objects_outlive_client_handle_and_cross_threads() {
     let Some(path) = plugin_path() else { return };
     let c = Client::new(Plugin::load(&path).unwrap()).unwrap();
@@ -391,4 +425,5 @@ fn wrappers_are_send_and_sync() {
     check::<Client>();
     check::<Executable>();
     check::<Buffer>();
+    check::<lazyxla::debug::pjrt_ffi::Event>();
 }

@@ -32,6 +32,30 @@ backend_test! {
 }
 
 backend_test! {
+    fn steps_run_ahead_of_reads_and_synchronize_waits_for_them() {
+        // Each step consumes the previous one's results; `mark_step` only
+        // starts a program, so nothing here waits until `synchronize`.
+        let mut x = Tensor::from_vec(vec![1.0f32, -2.0, 3.0], &[3]).unwrap();
+        let mut total = Tensor::scalar(0.0f32);
+        for _ in 0..50 {
+            x = &x * 1.5 - 0.25;
+            total = &total + x.sum();
+            mark_step().unwrap();
+        }
+        lazyxla::Device::default().synchronize().unwrap();
+        assert_eq!(metrics::counter("TransferFromDevice"), 0);
+        let (mut want, mut want_total) = (vec![1.0f32, -2.0, 3.0], 0.0f32);
+        for _ in 0..50 {
+            want.iter_mut().for_each(|v| *v = *v * 1.5 - 0.25);
+            want_total += want.iter().sum::<f32>();
+        }
+        assert_close(&x.to_vec::<f32>().unwrap(), &want, 1e-4);
+        assert_close(&[total.item::<f32>().unwrap()], &[want_total], 1e-4);
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+    }
+}
+
+backend_test! {
     fn scalar_values_are_part_of_the_key_but_tensor_data_is_not() {
         let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
         let a = &x * 2.0;

@@ -51,8 +51,14 @@ pub(crate) trait Backend: Send + Sync {
     fn name(&self) -> String;
     /// Compiles a canonical program.
     fn compile(&self, program: &Program) -> Result<ExecutableRef>;
-    /// Runs a compiled program.
+    /// Starts a compiled program. Its results may still be computing when
+    /// this returns (the backend orders their uses after it); an error of
+    /// the running program is reported by the next `execute`,
+    /// `synchronize` or read of its results.
     fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs>;
+    /// Blocks until every program started by `execute` has finished, and
+    /// reports the error of one that failed.
+    fn synchronize(&self) -> Result<()>;
     /// Copies exact host data to the device; `bound` is the static shape to
     /// allocate (equal to the data's shape, or larger for `mark_dynamic`).
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<BufferRef>;

@@ -14,9 +14,10 @@ mod lower;
 use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::dtype::DType;
 use crate::host::HostArray;
+use crate::runtime::metrics;
 use crate::runtime::program::Program;
 use crate::{Error, Result};
-use ffi::{Buffer, Client, ElementType, Executable, PjrtError, Plugin};
+use ffi::{Buffer, Client, ElementType, Event, Executable, PjrtError, Plugin};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,9 +32,24 @@ pub(crate) struct PjrtExecutable {
 }
 
 /// The PJRT backend: one client of one plugin.
+///
+/// Executions are asynchronous with at most one in flight: `execute`
+/// returns as soon as the program is started, so the host records and
+/// traces the next step while the device runs this one, and it first waits
+/// for the previous execution, so the host never runs more than a step
+/// ahead (which bounds the memory that queued steps hold).
 pub(crate) struct PjrtBackend {
+    /// The completion event of the execution in flight, if any.
+    in_flight: Mutex<Option<Event>>,
     client: Client,
     name: String,
+}
+
+impl Drop for PjrtBackend {
+    fn drop(&mut self) {
+        // Nothing may outlive the client while it still runs.
+        let _ = self.synchronize();
+    }
 }
 
 static RECORD_LAST: AtomicBool = AtomicBool::new(false);
@@ -100,7 +116,26 @@ impl PjrtBackend {
             ))
         })?;
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
-        Ok(PjrtBackend { client, name })
+        Ok(PjrtBackend {
+            in_flight: Mutex::new(None),
+            client,
+            name,
+        })
+    }
+
+    /// Waits for the execution in flight; its error names the failed step.
+    fn wait_in_flight(&self, op: &'static str) -> Result<()> {
+        let Some(event) = self.in_flight.lock().take() else {
+            return Ok(());
+        };
+        metrics::time("DeviceWaitTime", || event.wait()).map_err(|e| Error::Backend {
+            backend: self.name.clone(),
+            op,
+            message: format!(
+                "an earlier program failed on the device, so the tensors it computed hold no values: {}",
+                e.message
+            ),
+        })
     }
 
     fn buffer<'a>(&self, b: &'a BufferRef, op: &'static str) -> Result<&'a Buffer> {
@@ -234,10 +269,12 @@ impl Backend for PjrtBackend {
             .iter()
             .map(|b| self.buffer(b, "execute"))
             .collect::<Result<_>>()?;
-        let out = pe
+        self.wait_in_flight("execute")?;
+        let (out, done) = pe
             .exe
-            .execute(&refs)
+            .execute_async(&refs)
             .map_err(|e| backend_err(&self.name, "execute", e))?;
+        *self.in_flight.lock() = Some(done);
         if RECORD_LAST.load(Ordering::Relaxed) {
             let args: Vec<Arc<Buffer>> = bufs
                 .iter()
@@ -324,6 +361,10 @@ impl Backend for PjrtBackend {
         Ok(crate::map_host_array!(&full, a => a
             .slice_each_axis(|ax| ndarray::Slice::from(0..shape[ax.axis.index()]))
             .to_owned()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.wait_in_flight("synchronize")
     }
 
     fn read_size(&self, buffer: &BufferRef) -> Result<i64> {

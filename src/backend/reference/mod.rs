@@ -52,6 +52,11 @@ impl Backend for ReferenceBackend {
         Ok(Arc::new(program.clone()))
     }
 
+    fn synchronize(&self) -> Result<()> {
+        // `execute` runs to completion before it returns.
+        Ok(())
+    }
+
     fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
         let program = exe
             .downcast_ref::<Program>()

@@ -3,7 +3,7 @@
 use std::ptr::null_mut;
 use std::sync::Arc;
 
-use super::{new_args, sys, Buffer, ClientInner, PjrtError, Plugin};
+use super::{new_args, sys, Buffer, ClientInner, Event, PjrtError, Plugin};
 
 /// A program compiled and loaded onto one device of its client, owned by this
 /// value (`PJRT_LoadedExecutable_Destroy` on drop).
@@ -136,6 +136,20 @@ impl Executable {
     /// Arguments must come from this executable's client. They are never
     /// donated: every argument stays valid and unchanged after the call.
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
+        let (results, done) = self.execute_async(args)?;
+        done.wait()?;
+        Ok(results)
+    }
+
+    /// Starts the program on its device with `args` as parameters and returns
+    /// at once: one buffer per result, in order, and the event that fires
+    /// when they are computed (carrying the execution's error, if any).
+    ///
+    /// The results may be used right away: PJRT orders every later use of
+    /// them (another execution, a copy to the host) after the execution.
+    /// Dropping the arguments or the results early is safe too; PJRT keeps
+    /// the memory alive for the execution. Arguments are never donated.
+    pub fn execute_async(&self, args: &[&Buffer]) -> Result<(Vec<Buffer>, Event), PjrtError> {
         let plugin = &self.client.plugin;
         if let Some(i) = args.iter().position(|b| !b.same_client(&self.client)) {
             return Err(PjrtError::local(format!(
@@ -177,26 +191,26 @@ impl Executable {
             "PJRT_LoadedExecutable_Execute",
         )?;
 
-        // Own every result before waiting, so nothing leaks on failure.
+        // Own the event and every result first, so nothing leaks on failure.
+        let done = Event::adopt(plugin, done[0], "PJRT_LoadedExecutable_Execute");
         let mut results = Vec::with_capacity(outputs.len());
-        let mut missing = false;
         for &raw in &outputs {
-            if raw.is_null() {
-                missing = true;
-            } else {
+            if !raw.is_null() {
                 results.push(Buffer::adopt(&self.client, raw));
             }
         }
-        plugin.await_event(done[0], "PJRT_LoadedExecutable_Execute")?;
-        if missing {
+        if results.len() != self.num_outputs {
             return Err(PjrtError::local(format!(
                 "PJRT_LoadedExecutable_Execute returned fewer than the {} declared outputs",
                 self.num_outputs
             )));
         }
+        // A static result's type and shape are known before the execution
+        // completes (lazyxla's programs return only static results); for a
+        // dynamic one the plugin waits for the execution before answering.
         for result in &mut results {
             result.read_shape()?;
         }
-        Ok(results)
+        Ok((results, done))
     }
 }

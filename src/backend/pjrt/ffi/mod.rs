@@ -6,9 +6,11 @@
 //! executables hold an `Arc` to their client, so the client is destroyed only
 //! after the last object created from it. Plugins are never unloaded.
 //!
-//! Every call blocks until the plugin reports completion (events are awaited
-//! before returning), so no host memory is ever borrowed by the plugin past a
-//! call, and results are ready when handed out.
+//! Every call that borrows host memory blocks until the plugin is done with
+//! it (its events are awaited before returning), so no host memory is ever
+//! borrowed past a call. Execution alone may run on: `execute_async` hands
+//! back the results at once with an [`Event`] that fires when they are
+//! computed; PJRT orders later uses of those buffers after it.
 
 use std::collections::HashMap;
 use std::mem::{size_of, ManuallyDrop};
@@ -35,12 +37,14 @@ macro_rules! api_fn {
 
 mod buffer;
 mod client;
+mod event;
 mod executable;
 mod sys;
 
 pub use buffer::Buffer;
 pub use client::Client;
 use client::ClientInner;
+pub use event::Event;
 pub use executable::Executable;
 
 /// An error reported by a PJRT plugin, or by this layer before calling one.
