@@ -1,43 +1,57 @@
 //! The registry of live tensors, so `mark_step()` can find pending work.
+//!
+//! A slab: each tensor holds its slot and frees it when dropped, so the
+//! registry holds exactly the live tensors and a sync visits only those
+//! (a training step creates hundreds of short-lived tensors per step).
 
 use crate::tensor::{Tensor, TensorInner};
 use parking_lot::Mutex;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 
 struct Registry {
-    tensors: Vec<Weak<TensorInner>>,
-    /// Prune dead entries when the list reaches this length, so the list
-    /// stays proportional to the live tensors over thousands of steps.
-    prune_at: usize,
+    slots: Vec<Option<Weak<TensorInner>>>,
+    /// Indices of empty slots, reused before the slab grows.
+    free: Vec<usize>,
 }
 
-static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| {
-    Mutex::new(Registry {
-        tensors: Vec::new(),
-        prune_at: 1024,
-    })
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    slots: Vec::new(),
+    free: Vec::new(),
 });
 
-/// Records a tensor that may hold pending work.
-pub(crate) fn register(t: &Arc<TensorInner>) {
-    let weak = Arc::downgrade(t);
+/// Records a tensor that may hold pending work; returns its slot, which
+/// the tensor passes to [`unregister`] when it is dropped.
+pub(crate) fn register(t: Weak<TensorInner>) -> usize {
     let mut r = REGISTRY.lock();
-    if r.tensors.len() >= r.prune_at {
-        r.tensors.retain(|w| w.strong_count() > 0);
-        r.prune_at = (r.tensors.len() * 2).max(1024);
+    match r.free.pop() {
+        Some(slot) => {
+            r.slots[slot] = Some(t);
+            slot
+        }
+        None => {
+            r.slots.push(Some(t));
+            r.slots.len() - 1
+        }
     }
-    r.tensors.push(weak);
+}
+
+/// Frees the slot of a dropped tensor.
+pub(crate) fn unregister(slot: usize) {
+    let mut r = REGISTRY.lock();
+    // Taking the `Weak` out runs no tensor destructor (it is already
+    // running), so holding the lock here cannot re-enter the registry.
+    if r.slots.get_mut(slot).and_then(Option::take).is_some() {
+        r.free.push(slot);
+    }
 }
 
 /// Every live tensor whose value is not computed yet, in creation order.
 pub(crate) fn pending() -> Vec<Tensor> {
     // Upgrade under the lock but drop the strong handles after releasing
-    // it: dropping the last handle of a tensor must not happen while the
-    // registry is locked.
+    // it: dropping the last handle of a tensor re-enters the registry.
     let upgraded: Vec<Arc<TensorInner>> = {
-        let mut r = REGISTRY.lock();
-        r.tensors.retain(|w| w.strong_count() > 0);
-        r.tensors.iter().filter_map(|w| w.upgrade()).collect()
+        let r = REGISTRY.lock();
+        r.slots.iter().flatten().filter_map(Weak::upgrade).collect()
     };
     let mut out: Vec<Tensor> = upgraded
         .into_iter()
@@ -48,7 +62,8 @@ pub(crate) fn pending() -> Vec<Tensor> {
     out
 }
 
-/// The number of entries in the registry (live or not yet pruned).
+/// The number of live tensors in the registry.
 pub(crate) fn len() -> usize {
-    REGISTRY.lock().tensors.len()
+    let r = REGISTRY.lock();
+    r.slots.len() - r.free.len()
 }

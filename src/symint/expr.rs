@@ -16,11 +16,21 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A size expression (immutable, cheap to clone).
+///
+/// Canonical: `Const` exactly when there are no terms, so derived equality
+/// is equality of the linear form. Constants, which most dimensions are,
+/// take no allocation and no reference count: shapes are cloned and
+/// dropped for every recorded op.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct SizeExpr(Arc<Linear>);
+pub(crate) enum SizeExpr {
+    /// A known size.
+    Const(i64),
+    /// At least one term.
+    Linear(Arc<Linear>),
+}
 
 #[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Linear {
+pub(crate) struct Linear {
     constant: i64,
     /// Sorted by atom, no zero coefficients, no repeated atoms.
     terms: Vec<(Atom, i64)>,
@@ -68,13 +78,16 @@ fn sat_mul(a: i64, b: i64) -> i64 {
 
 impl SizeExpr {
     fn build(constant: i64, terms: Vec<(Atom, i64)>) -> SizeExpr {
+        if terms.is_empty() {
+            return SizeExpr::Const(constant);
+        }
         let (mut lo, mut hi) = (constant, constant);
         for (atom, k) in &terms {
             let (a, b) = (sat_mul(atom.lo, *k), sat_mul(atom.hi, *k));
             lo = lo.saturating_add(a.min(b));
             hi = hi.saturating_add(a.max(b));
         }
-        SizeExpr(Arc::new(Linear {
+        SizeExpr::Linear(Arc::new(Linear {
             constant,
             terms,
             lo,
@@ -108,22 +121,45 @@ impl SizeExpr {
 
     /// The smallest possible value.
     pub fn lo(&self) -> i64 {
-        self.0.lo
+        match self {
+            SizeExpr::Const(c) => *c,
+            SizeExpr::Linear(l) => l.lo,
+        }
     }
 
     /// The largest possible value.
     pub fn hi(&self) -> i64 {
-        self.0.hi
+        match self {
+            SizeExpr::Const(c) => *c,
+            SizeExpr::Linear(l) => l.hi,
+        }
     }
 
     /// `Some(c)` when the expression is the constant `c`.
     pub fn as_const(&self) -> Option<i64> {
-        self.0.terms.is_empty().then_some(self.0.constant)
+        match self {
+            SizeExpr::Const(c) => Some(*c),
+            SizeExpr::Linear(_) => None,
+        }
+    }
+
+    fn constant_part(&self) -> i64 {
+        match self {
+            SizeExpr::Const(c) => *c,
+            SizeExpr::Linear(l) => l.constant,
+        }
+    }
+
+    fn terms(&self) -> &[(Atom, i64)] {
+        match self {
+            SizeExpr::Const(_) => &[],
+            SizeExpr::Linear(l) => &l.terms,
+        }
     }
 
     /// `Some(v)` when the expression is exactly one variable.
     pub fn as_var(&self) -> Option<&VarRef> {
-        match (self.0.constant, self.0.terms.as_slice()) {
+        match (self.constant_part(), self.terms()) {
             (
                 0,
                 [(
@@ -146,7 +182,7 @@ impl SizeExpr {
     }
 
     fn collect_vars(&self, out: &mut Vec<VarRef>) {
-        for (atom, _) in &self.0.terms {
+        for (atom, _) in self.terms() {
             match &atom.op {
                 AtomOp::Var(v) => {
                     if !out.contains(v) {
@@ -167,8 +203,8 @@ impl SizeExpr {
 
     /// Evaluates with `value(v)` giving each variable's value.
     pub fn eval(&self, value: &mut impl FnMut(&VarRef) -> i64) -> i64 {
-        let mut total = self.0.constant;
-        for (atom, k) in &self.0.terms {
+        let mut total = self.constant_part();
+        for (atom, k) in self.terms() {
             let x = match &atom.op {
                 AtomOp::Var(v) => value(v),
                 AtomOp::Mul(a, b) => a.eval(value) * b.eval(value),
@@ -199,15 +235,15 @@ impl SizeExpr {
     /// The terms, for lowering: the constant and `(atom, coefficient)` pairs.
     #[allow(dead_code)] // read by the PJRT lowering
     pub fn parts(&self) -> (i64, &[(Atom, i64)]) {
-        (self.0.constant, &self.0.terms)
+        (self.constant_part(), self.terms())
     }
 
     /// `self + other`.
     pub fn add(&self, other: &SizeExpr) -> SizeExpr {
         let mut terms: Vec<(Atom, i64)> =
-            Vec::with_capacity(self.0.terms.len() + other.0.terms.len());
+            Vec::with_capacity(self.terms().len() + other.terms().len());
         let (mut i, mut j) = (0, 0);
-        let (a, b) = (&self.0.terms, &other.0.terms);
+        let (a, b) = (self.terms(), other.terms());
         while i < a.len() || j < b.len() {
             let take_a = j >= b.len() || (i < a.len() && a[i].0 < b[j].0);
             let take_b = i >= a.len() || (j < b.len() && b[j].0 < a[i].0);
@@ -226,7 +262,7 @@ impl SizeExpr {
                 j += 1;
             }
         }
-        SizeExpr::build(self.0.constant + other.0.constant, terms)
+        SizeExpr::build(self.constant_part() + other.constant_part(), terms)
     }
 
     /// `k * self` for an integer `k`.
@@ -235,12 +271,11 @@ impl SizeExpr {
             return SizeExpr::constant(0);
         }
         let terms = self
-            .0
-            .terms
+            .terms()
             .iter()
             .map(|(a, c)| (a.clone(), c * k))
             .collect();
-        SizeExpr::build(self.0.constant * k, terms)
+        SizeExpr::build(self.constant_part() * k, terms)
     }
 
     /// `self - other`.
@@ -282,14 +317,13 @@ impl SizeExpr {
         }
         if let Some(k) = other.as_const() {
             // Exact division of a linear form: `(6*s0 + 3) // 3 = 2*s0 + 1`.
-            if self.0.constant % k == 0 && self.0.terms.iter().all(|(_, c)| c % k == 0) {
+            if self.constant_part() % k == 0 && self.terms().iter().all(|(_, c)| c % k == 0) {
                 let terms = self
-                    .0
-                    .terms
+                    .terms()
                     .iter()
                     .map(|(a, c)| (a.clone(), c / k))
                     .collect();
-                return SizeExpr::build(self.0.constant / k, terms);
+                return SizeExpr::build(self.constant_part() / k, terms);
             }
         }
         let mut candidates = Vec::new();
@@ -395,11 +429,11 @@ impl SizeExpr {
         f: &mut dyn fmt::Write,
         name: &mut dyn FnMut(&VarRef) -> String,
     ) -> fmt::Result {
-        let l = &self.0;
-        if l.terms.is_empty() {
-            return write!(f, "{}", l.constant);
+        let (constant, terms) = (self.constant_part(), self.terms());
+        if terms.is_empty() {
+            return write!(f, "{constant}");
         }
-        for (i, (atom, k)) in l.terms.iter().enumerate() {
+        for (i, (atom, k)) in terms.iter().enumerate() {
             let (sign, mag) = if *k < 0 { ("-", -k) } else { ("+", *k) };
             if i == 0 {
                 if *k < 0 {
@@ -420,9 +454,9 @@ impl SizeExpr {
                 AtomOp::Max(a, b) => call(f, name, "max", a, b)?,
             }
         }
-        if l.constant != 0 {
-            let sign = if l.constant < 0 { "-" } else { "+" };
-            write!(f, " {sign} {}", l.constant.abs())?;
+        if constant != 0 {
+            let sign = if constant < 0 { "-" } else { "+" };
+            write!(f, " {sign} {}", constant.abs())?;
         }
         Ok(())
     }

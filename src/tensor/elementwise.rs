@@ -99,6 +99,17 @@ impl Tensor {
         Tensor::apply(Op::Convert(dtype), &[self], SmallVec::new())
     }
 
+    /// The operand node of this tensor converted to `dtype` (an intermediate
+    /// node: no `Tensor` is made for the conversion).
+    fn input_node_as(&self, dtype: DType) -> Arc<Node> {
+        let n = self.input_node();
+        if n.dtype == dtype {
+            return n;
+        }
+        record(Op::Convert(dtype), smallvec::smallvec![n], SmallVec::new())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Promotes and broadcasts both operands; `float` forces a float result
     /// type (true division, float-only functions). Returns operand nodes:
     /// the scalar and broadcast intermediates need no `Tensor`.
@@ -111,7 +122,7 @@ impl Tensor {
         if float && !dt.is_float() {
             dt = DType::F32;
         }
-        let a = self.to_dtype(dt).input_node();
+        let a = self.input_node_as(dt);
         match rhs {
             Rhs::Tensor(t) => {
                 if !t.device().same(self.device()) {
@@ -124,7 +135,7 @@ impl Tensor {
                         }
                     );
                 }
-                let b = t.to_dtype(dt).input_node();
+                let b = t.input_node_as(dt);
                 if a.shape == b.shape {
                     return (a, b);
                 }

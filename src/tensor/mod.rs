@@ -50,6 +50,13 @@ pub struct Tensor {
 /// The shared state of a tensor.
 pub(crate) struct TensorInner {
     id: u64,
+    /// This tensor's slot in the registry of live tensors.
+    slot: usize,
+    /// The node's dtype and rank, which no rebinding changes (syncs and
+    /// `assign` keep them; `mark_dynamic` changes sizes only), kept here so
+    /// that asking for them takes no lock: ops ask several times each.
+    dtype: DType,
+    rank: usize,
     device: Device,
     /// The node computing the value: a pending op, or a `Data` leaf once
     /// computed. Replaced by syncs and in-place updates.
@@ -60,6 +67,12 @@ pub(crate) struct TensorInner {
     pub(crate) requires_grad: std::sync::atomic::AtomicBool,
 }
 
+impl Drop for TensorInner {
+    fn drop(&mut self) {
+        registry::unregister(self.slot);
+    }
+}
+
 impl Tensor {
     pub(crate) fn from_inner(inner: Arc<TensorInner>) -> Tensor {
         Tensor { inner }
@@ -67,14 +80,16 @@ impl Tensor {
 
     /// Wraps a node into a new registered tensor.
     pub(crate) fn from_node(node: Arc<Node>, device: &Device) -> Tensor {
-        let inner = Arc::new(TensorInner {
+        let inner = Arc::new_cyclic(|weak| TensorInner {
             id: NEXT_TENSOR.fetch_add(1, Ordering::Relaxed),
+            slot: registry::register(weak.clone()),
+            dtype: node.dtype,
+            rank: node.shape.len(),
             device: device.clone(),
             node: Mutex::new(node),
             grad: Mutex::new(None),
             requires_grad: std::sync::atomic::AtomicBool::new(false),
         });
-        registry::register(&inner);
         Tensor { inner }
     }
 
@@ -137,12 +152,12 @@ impl Tensor {
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.node().dtype
+        self.inner.dtype
     }
 
     /// The number of dimensions.
     pub fn rank(&self) -> usize {
-        self.node().shape.len()
+        self.inner.rank
     }
 
     /// The size of dimension `dim`: static, or dynamic with a bound.
