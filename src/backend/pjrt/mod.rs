@@ -33,11 +33,12 @@ pub(crate) struct PjrtExecutable {
 
 /// The PJRT backend: one client of one plugin.
 ///
-/// Executions are asynchronous with at most one in flight: `execute`
-/// returns as soon as the program is started, so the host records and
-/// traces the next step while the device runs this one, and it first waits
-/// for the previous execution, so the host never runs more than a step
-/// ahead (which bounds the memory that queued steps hold).
+/// Executions are asynchronous: `execute` starts the program and returns,
+/// so the host records and traces the next step while the device runs this
+/// one. It then waits for the previous execution, so at most two are in
+/// flight (the device never waits for the host between steps, and the
+/// host never runs more than a step ahead, which bounds the memory that
+/// queued steps hold).
 pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
     in_flight: Mutex<Option<Event>>,
@@ -125,7 +126,12 @@ impl PjrtBackend {
 
     /// Waits for the execution in flight; its error names the failed step.
     fn wait_in_flight(&self, op: &'static str) -> Result<()> {
-        let Some(event) = self.in_flight.lock().take() else {
+        let event = self.in_flight.lock().take();
+        self.wait_for(event, op)
+    }
+
+    fn wait_for(&self, event: Option<Event>, op: &'static str) -> Result<()> {
+        let Some(event) = event else {
             return Ok(());
         };
         metrics::time("DeviceWaitTime", || event.wait()).map_err(|e| Error::Backend {
@@ -269,12 +275,19 @@ impl Backend for PjrtBackend {
             .iter()
             .map(|b| self.buffer(b, "execute"))
             .collect::<Result<_>>()?;
-        self.wait_in_flight("execute")?;
         let (out, done) = pe
             .exe
             .execute_async(&refs)
             .map_err(|e| backend_err(&self.name, "execute", e))?;
-        *self.in_flight.lock() = Some(done);
+        // Started before waiting for the previous execution, so the device
+        // goes from one step to the next without waiting for the host.
+        let previous = self.in_flight.lock().replace(done);
+        if let Err(e) = self.wait_for(previous, "execute") {
+            // This step read what the failed one computed: drop its
+            // results (the tensors stay pending) and its outcome.
+            let _ = self.in_flight.lock().take().map(Event::wait);
+            return Err(e);
+        }
         if RECORD_LAST.load(Ordering::Relaxed) {
             let args: Vec<Arc<Buffer>> = bufs
                 .iter()
