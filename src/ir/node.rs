@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::runtime::device_data::DeviceData;
 use crate::symint::SizeExpr;
 use crate::tensor::TensorInner;
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -135,33 +135,39 @@ pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
 /// computed without recursion. `stop(n)` marks nodes whose predecessors are
 /// not visited (they are treated as leaves). Borrows instead of cloning:
 /// the roots keep every reachable node alive.
-pub(crate) fn topo_order<'a>(
-    roots: &'a [Arc<Node>],
+pub(crate) fn topo_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<&Arc<Node>> {
+    topo_order_indexed(roots.iter(), stop).0
+}
+
+/// [`topo_order`] and each node's position in it.
+pub(crate) fn topo_order_indexed<'a>(
+    roots: impl DoubleEndedIterator<Item = &'a Arc<Node>>,
     stop: impl Fn(&Node) -> bool,
-) -> Vec<&'a Arc<Node>> {
+) -> (Vec<&'a Arc<Node>>, FxHashMap<*const Node, usize>) {
     let mut order = Vec::new();
-    let mut seen: FxHashSet<*const Node> = FxHashSet::default();
+    let mut index: FxHashMap<*const Node, usize> = FxHashMap::default();
     // (node, whether its deps were already pushed)
-    let mut stack: Vec<(&'a Arc<Node>, bool)> = roots.iter().rev().map(|r| (r, false)).collect();
+    let mut stack: Vec<(&'a Arc<Node>, bool)> = roots.rev().map(|r| (r, false)).collect();
     while let Some((n, expanded)) = stack.pop() {
         let key = Arc::as_ptr(n);
         if expanded {
-            if seen.insert(key) {
+            if let std::collections::hash_map::Entry::Vacant(e) = index.entry(key) {
+                e.insert(order.len());
                 order.push(n);
             }
             continue;
         }
-        if seen.contains(&key) {
+        if index.contains_key(&key) {
             continue;
         }
         stack.push((n, true));
         if !stop(n) {
             for d in n.size_deps.iter().rev().chain(n.inputs.iter().rev()) {
-                if !seen.contains(&Arc::as_ptr(d)) {
+                if !index.contains_key(&Arc::as_ptr(d)) {
                     stack.push((d, false));
                 }
             }
         }
     }
-    order
+    (order, index)
 }

@@ -4,7 +4,7 @@ use super::device_data::DeviceData;
 use super::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use super::size_cell::SizeCell;
 use crate::backend::{ExecArgs, SizeArg};
-use crate::ir::node::topo_order;
+use crate::ir::node::topo_order_indexed;
 use crate::ir::{Node, Op};
 use crate::symint::var::with_relative_numbering;
 use crate::symint::{SizeExpr, VarRef};
@@ -16,9 +16,9 @@ use std::sync::Arc;
 /// A traced graph: its cache key, the arguments of this execution, and
 /// what is needed to build the canonical [`Program`] on a cache miss (a
 /// hit never builds it).
-pub(crate) struct Traced {
-    /// The nodes in topological order.
-    order: Vec<Arc<Node>>,
+pub(crate) struct Traced<'a> {
+    /// The nodes in topological order (borrowed: the roots keep them alive).
+    order: Vec<&'a Arc<Node>>,
     index: FxHashMap<*const Node, usize>,
     params: Vec<usize>,
     vars: Vec<VarInfo>,
@@ -32,7 +32,7 @@ pub(crate) struct Traced {
     pub var_args: Vec<SizeArg>,
 }
 
-impl Traced {
+impl Traced<'_> {
     /// The execution arguments; uploads host data not yet on the device.
     pub fn args(&self) -> Result<ExecArgs> {
         let mut params = Vec::with_capacity(self.params.len());
@@ -116,18 +116,12 @@ fn size_arg(cell: &SizeCell) -> SizeArg {
 
 /// Builds the canonical program computing `roots` and the values of
 /// `size_requests`; `include` adds nodes that define requested sizes.
-pub(crate) fn trace(
-    roots: &[Arc<Node>],
-    include: &[Arc<Node>],
+pub(crate) fn trace<'a>(
+    roots: &'a [Arc<Node>],
+    include: &'a [Arc<Node>],
     size_requests: &[VarRef],
-) -> Result<Traced> {
-    let all: Vec<Arc<Node>> = roots.iter().chain(include).cloned().collect();
-    let order = topo_order(&all, |_| false);
-    let index: FxHashMap<*const Node, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (Arc::as_ptr(n), i))
-        .collect();
+) -> Result<Traced<'a>> {
+    let (order, index) = topo_order_indexed(roots.iter().chain(include), |_| false);
 
     let mut params = Vec::new();
     let mut param_data = Vec::new();
@@ -199,7 +193,6 @@ pub(crate) fn trace(
         let i = index[&Arc::as_ptr(r)];
         outputs.push(i);
     }
-    let order: Vec<Arc<Node>> = order.into_iter().cloned().collect();
     let mut traced = Traced {
         order,
         index,

@@ -100,7 +100,8 @@ mod tests {
             let n = x.nonzero();
             let y = (&n.to_dtype(crate::DType::F32) * 2.0).sum_dims(&[1], true);
             let z = Tensor::arange_sym(&n.size(0)).to_dtype(crate::DType::F32) + &y.squeeze(1);
-            let t = trace(&[z.node(), y.node()], &[], &[]).unwrap();
+            let roots = [z.node(), y.node()];
+            let t = trace(&roots, &[], &[]).unwrap();
             assert_eq!(t.key, t.program().key());
         });
     }
