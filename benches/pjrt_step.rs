@@ -98,12 +98,6 @@ fn compare(c: &mut Criterion, device: &Device, name: &str, record: &dyn Fn() -> 
         let (direct, pipelined) = direct_of(&step);
         let mut g = c.benchmark_group(name);
         g.bench_function("lazyxla", |b| b.iter(step));
-        g.bench_function("lazyxla_sync_only", |b| {
-            b.iter_batched(record, |t| {
-                mark_step().unwrap();
-                t
-            }, criterion::BatchSize::SmallInput)
-        });
         g.bench_function("direct_ffi_blocking", |b| b.iter(&direct));
         g.bench_function("direct_ffi_pipelined", |b| b.iter(&pipelined));
         g.finish();

@@ -42,8 +42,10 @@ pub fn reset() {
     m.timers.clear();
 }
 
-/// A human-readable table of every counter and timer (`CompileTime`,
-/// `ExecuteTime`, `TraceTime`).
+/// A human-readable table of every counter and timer: `CompileTime`,
+/// `TraceTime`, `ExecuteTime` (starting a program: on XLA it runs on
+/// asynchronously) and `DeviceWaitTime` (waiting for the previous program,
+/// see `Device::synchronize`).
 pub fn report() -> String {
     let m = METRICS.lock();
     let mut out = String::from("lazyxla metrics\n  counters:\n");
