@@ -29,6 +29,8 @@ pub(crate) struct PjrtExecutable {
     /// Dynamic-dimension count of each tensor output.
     output_dynamic: Vec<usize>,
     num_var_args: usize,
+    /// Set once the program has run to completion once (see `execute`).
+    ran_once: AtomicBool,
 }
 
 /// The PJRT backend: one client of one plugin.
@@ -239,6 +241,7 @@ impl Backend for PjrtBackend {
             exe: Arc::new(exe),
             output_dynamic: lowered.output_dynamic,
             num_var_args: lowered.num_var_args,
+            ran_once: AtomicBool::new(false),
         }))
     }
 
@@ -287,6 +290,21 @@ impl Backend for PjrtBackend {
             // results (the tensors stay pending) and its outcome.
             let _ = self.in_flight.lock().take().map(Event::wait);
             return Err(e);
+        }
+        if !pe.ran_once.load(Ordering::Relaxed) {
+            // A program's first run creates plugin state on first use (JIT
+            // kernels and other function-local statics), whose destructors
+            // the C++ runtime runs at exit in reverse order of creation. So
+            // the first run completes here, and only then is the exit
+            // handler that waits for running programs registered (again):
+            // it runs before those destructors, never after.
+            let done = self.in_flight.lock().take();
+            if let Some(done) = done {
+                done.wait()
+                    .map_err(|e| backend_err(&self.name, "execute", e))?;
+            }
+            pe.ran_once.store(true, Ordering::Relaxed);
+            crate::device::wait_for_devices_at_exit();
         }
         if RECORD_LAST.load(Ordering::Relaxed) {
             let args: Vec<Arc<Buffer>> = bufs
