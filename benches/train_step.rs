@@ -68,24 +68,38 @@ fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
         println!("{name}: no PJRT plugin, so no executable to compare with");
         return;
     }
-    let (mut step, mut blocking, mut pipelined) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    for _ in 0..5 {
-        step += step_time(run_step, steps);
-        let (b, p) = executable_alone(run_step, steps);
-        blocking += b;
-        pipelined += p;
-    }
-    let us = |d: Duration| d.as_secs_f64() * 1e6 / 5.0;
-    let share = |exe: Duration| 100.0 * (1.0 - exe.as_secs_f64() / step.as_secs_f64());
+    // Per round: (step, pipelined, blocking) in microseconds.
+    let rounds: Vec<(f64, f64, f64)> = (0..7)
+        .map(|_| {
+            let step = step_time(run_step, steps);
+            let (blocking, pipelined) = executable_alone(run_step, steps);
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            (us(step), us(pipelined), us(blocking))
+        })
+        .collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let share = |exe: fn(&(f64, f64, f64)) -> f64| {
+        median(
+            rounds
+                .iter()
+                .map(|r| 100.0 * (1.0 - exe(r) / r.0))
+                .collect(),
+        )
+    };
+    let (step, _, _) = median(rounds.iter().map(|r| r.0).collect());
+    let (pipelined, _, _) = median(rounds.iter().map(|r| r.1).collect());
+    let (blocking, _, _) = median(rounds.iter().map(|r| r.2).collect());
+    let (sp, sp_lo, sp_hi) = share(|r| r.1);
+    let (sb, sb_lo, sb_hi) = share(|r| r.2);
     println!(
-        "{name}: step {:.1} us; executable alone {:.1} us pipelined, {:.1} us blocking; \
-         lazyxla's share of the step = {:.1}% against the pipelined executable, \
-         {:.1}% against the blocking one (target <= 10%)",
-        us(step),
-        us(pipelined),
-        us(blocking),
-        share(pipelined),
-        share(blocking),
+        "{name}: step {step:.1} us; executable alone {pipelined:.1} us pipelined, \
+         {blocking:.1} us blocking (medians of 7 interleaved rounds); lazyxla's share \
+         of the step = {sp:.1}% (rounds {sp_lo:.1}..{sp_hi:.1}) against the pipelined \
+         executable, {sb:.1}% ({sb_lo:.1}..{sb_hi:.1}) against the blocking one \
+         (target <= 10%)"
     );
 }
 
