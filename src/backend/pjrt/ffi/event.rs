@@ -53,15 +53,8 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if self.raw.is_null() {
-            return;
-        }
-        if let Ok(destroy) = api_fn!(self.plugin, PJRT_Event_Destroy) {
-            let mut args = super::new_args::<sys::EventArgs>();
-            args.event = self.raw;
-            // SAFETY: we own the event and never use it again.
-            let err = unsafe { destroy(&mut args) };
-            let _ = self.plugin.check(err, "PJRT_Event_Destroy");
+        if !self.raw.is_null() {
+            self.plugin.destroy_event(self.raw);
         }
     }
 }

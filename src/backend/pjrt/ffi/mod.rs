@@ -308,14 +308,20 @@ impl Plugin {
             }
             Ok(())
         })();
+        self.destroy_event(event);
+        result
+    }
+
+    /// Destroys `event` (owned by the caller, never used again); errors are
+    /// dropped, as in every destructor.
+    fn destroy_event(&self, event: *mut sys::Event) {
         if let Ok(destroy) = api_fn!(self, PJRT_Event_Destroy) {
             let mut args = new_args::<sys::EventArgs>();
             args.event = event;
-            // SAFETY: we own `event` and never use it again.
+            // SAFETY: the caller owns `event` and never uses it again.
             let err = unsafe { destroy(&mut args) };
             let _ = self.check(err, "PJRT_Event_Destroy");
         }
-        result
     }
 }
 
