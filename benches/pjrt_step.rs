@@ -12,6 +12,10 @@
 //! lazyxla (start, then wait for the previous execution). The ratios use
 //! the pipelined call, the one that is the same work as a lazyxla step.
 //!
+//! A third lazyxla figure is the step wrapped in `lazyxla::capture`:
+//! recorded once, then replayed (bind inputs, execute, rebind results)
+//! without recording or tracing.
+//!
 //! Cases: a 2-layer MLP forward (batch 128, 784-512-10) and the
 //! dynamic-zone example (t1 5x5 of 0/1, t2 = t1.nonzero(),
 //! t3 = t2.pow(2.0), t4 = t3.sum(), t5 = t4 + 2.0). A third group,
@@ -32,7 +36,10 @@ fn direct_of(step: &dyn Fn()) -> (impl Fn(), impl Fn()) {
     use std::cell::RefCell;
     lazyxla::debug::pjrt_record_last(true);
     step();
-    let (exe, args) = lazyxla::debug::pjrt_last_execution().expect("a recorded execution");
+    let last = lazyxla::debug::pjrt_last_executions()
+        .pop()
+        .expect("a recorded execution");
+    let (exe, args) = (last.exe, last.args);
     lazyxla::debug::pjrt_record_last(false);
     let (exe2, args2) = (exe.clone(), args.clone());
     let blocking = move || {
@@ -87,7 +94,8 @@ fn mean_sync(record: &dyn Fn() -> Vec<Tensor>, budget: Duration) -> Duration {
 }
 
 /// Compares a step (`record` the ops, then `mark_step`) with the direct
-/// FFI call, both for the whole step and for the sync alone.
+/// FFI call: the whole step, the sync alone, and the same step captured
+/// once with `lazyxla::capture` and replayed.
 fn compare(c: &mut Criterion, device: &Device, name: &str, record: &dyn Fn() -> Vec<Tensor>) {
     device.scoped(|| {
         let step = || {
@@ -96,28 +104,36 @@ fn compare(c: &mut Criterion, device: &Device, name: &str, record: &dyn Fn() -> 
             black_box(t);
         };
         let (direct, pipelined) = direct_of(&step);
+        let captured = std::cell::RefCell::new(lazyxla::capture(|_: &[Tensor]| record()));
+        let replay = || {
+            black_box(captured.borrow_mut().run(&[]).unwrap());
+        };
         let mut g = c.benchmark_group(name);
         g.bench_function("lazyxla", |b| b.iter(step));
+        g.bench_function("lazyxla_captured", |b| b.iter(replay));
         g.bench_function("direct_ffi_blocking", |b| b.iter(&direct));
         g.bench_function("direct_ffi_pipelined", |b| b.iter(&pipelined));
         g.finish();
         // Side by side, interleaved, so that machine noise hits all alike.
         let budget = Duration::from_millis(500);
-        let (mut l, mut s, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rounds: [Vec<Duration>; 5] = Default::default();
         for _ in 0..4 {
-            l.push(mean(&step, budget));
-            s.push(mean_sync(record, budget));
-            d.push(mean(&direct, budget));
-            p.push(mean(&pipelined, budget));
+            rounds[0].push(mean(&step, budget));
+            rounds[1].push(mean_sync(record, budget));
+            rounds[2].push(mean(&replay, budget));
+            rounds[3].push(mean(&direct, budget));
+            rounds[4].push(mean(&pipelined, budget));
         }
         let us = |x: &[Duration]| x.iter().map(|d| d.as_secs_f64()).sum::<f64>() * 1e6 / x.len() as f64;
-        let (l, s, d, p) = (us(&l), us(&s), us(&d), us(&p));
+        let [l, s, r, d, p] = rounds.map(|x| us(&x));
         println!(
-            "RATIO {name}: whole step (record ops + sync) {l:.1} us = {:.3}x; sync only (trace, canonicalise, cache lookup, execute) {s:.1} us = {:.3}x; direct FFI pipelined {p:.1} us, blocking {d:.1} us (whole step = {:.3}x blocking)",
+            "RATIO {name}: whole step (record ops + sync) {l:.1} us = {:.3}x; sync only (trace, canonicalise, cache lookup, execute) {s:.1} us = {:.3}x; captured step replayed {r:.1} us = {:.3}x; direct FFI pipelined {p:.1} us, blocking {d:.1} us (whole step = {:.3}x blocking)",
             l / p,
             s / p,
+            r / p,
             l / d,
         );
+        assert_eq!(captured.borrow().recordings(), 1, "the captured step replays");
     });
 }
 

@@ -5,7 +5,9 @@
 //! step's executable, run alone through the FFI with the same buffers,
 //! does not account for (recording, tracing, hashing, cache lookup,
 //! rebinding, freeing, as far as they do not overlap the device's work).
-//! Both are measured side by side in the same run.
+//! Both are measured side by side in the same run. Each step is measured
+//! twice: recorded lazily every iteration, and captured once with
+//! `lazyxla::capture` and replayed.
 //!
 //! Run: `cargo bench --bench train_step`
 
@@ -20,15 +22,36 @@ use lazyxla::{mark_step, Tensor};
 use std::time::{Duration, Instant};
 
 /// Mean time per execution of the step's own executable, run directly
-/// through the FFI with the last step's argument buffers: blocking
-/// (start, wait) and pipelined as `mark_step` runs it (start, then wait
-/// for the previous execution).
-fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> (Duration, Duration) {
-    use lazyxla::debug::pjrt_ffi::Buffer;
+/// through the FFI: blocking (start, wait) and pipelined as `mark_step`
+/// runs it (start, then wait for the previous execution) with the last
+/// step's argument buffers, and pipelined and chained: each execution's
+/// results that the next step reads (updated parameters, optimizer state)
+/// fed back as its arguments, as consecutive training steps run. Only the
+/// chained run has the steps' true dependency: without it XLA may overlap
+/// two executions, which no training loop can do.
+struct Alone {
+    blocking: Duration,
+    pipelined: Duration,
+    chained: Duration,
+}
+
+fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
+    use lazyxla::debug::pjrt_ffi::{Buffer, Event};
+    use std::sync::Arc;
     lazyxla::debug::pjrt_record_last(true);
     run_step();
-    let (exe, args) = lazyxla::debug::pjrt_last_execution().expect("a PJRT execution");
+    run_step();
+    let mut last = lazyxla::debug::pjrt_last_executions();
     lazyxla::debug::pjrt_record_last(false);
+    assert_eq!(last.len(), 2, "two PJRT executions");
+    let (second, first) = (last.pop().unwrap(), last.pop().unwrap());
+    // Argument i of a step is result j of the previous one.
+    let feed: Vec<Option<usize>> = second
+        .args
+        .iter()
+        .map(|a| first.outputs.iter().position(|o| Arc::ptr_eq(o, a)))
+        .collect();
+    let (exe, args) = (second.exe, second.args);
     lazyxla::Device::default().synchronize().unwrap();
     let refs: Vec<&Buffer> = args.iter().map(|b| &**b).collect();
     let start = Instant::now();
@@ -36,18 +59,40 @@ fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> (Duration, Durati
         exe.execute(&refs).unwrap();
     }
     let blocking = start.elapsed() / steps;
-    let start = Instant::now();
-    let mut in_flight = None;
-    for _ in 0..steps {
-        let started = exe.execute_async(&refs).unwrap();
-        if let Some((_, done)) = in_flight.replace(started) {
+    let pipelined_run = |chain: bool| {
+        let start = Instant::now();
+        let mut in_flight: Option<(Vec<Buffer>, Event)> = None;
+        let mut previous: Option<Vec<Buffer>> = None;
+        for _ in 0..steps {
+            let refs: Vec<&Buffer> = args
+                .iter()
+                .zip(&feed)
+                .map(|(a, f)| match (f, &previous, chain) {
+                    (Some(j), Some(prev), true) => &prev[*j],
+                    _ => &**a,
+                })
+                .collect();
+            let (out, done) = exe.execute_async(&refs).unwrap();
+            drop(refs);
+            if let Some((out, done)) = in_flight.replace((Vec::new(), done)) {
+                done.wait().unwrap();
+                drop(out);
+            }
+            // The results stay alive while the next execution reads them.
+            previous = Some(out);
+        }
+        if let Some((_, done)) = in_flight {
             done.wait().unwrap();
         }
+        start.elapsed() / steps
+    };
+    let pipelined = pipelined_run(false);
+    let chained = pipelined_run(true);
+    Alone {
+        blocking,
+        pipelined,
+        chained,
     }
-    if let Some((_, done)) = in_flight {
-        done.wait().unwrap();
-    }
-    (blocking, start.elapsed() / steps)
 }
 
 /// Mean wall time per step over `steps` steps, waiting for the last one.
@@ -68,38 +113,35 @@ fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
         println!("{name}: no PJRT plugin, so no executable to compare with");
         return;
     }
-    // Per round: (step, pipelined, blocking) in microseconds.
-    let rounds: Vec<(f64, f64, f64)> = (0..7)
+    // Per round, in microseconds: [step, chained, pipelined, blocking].
+    let rounds: Vec<[f64; 4]> = (0..7)
         .map(|_| {
             let step = step_time(run_step, steps);
-            let (blocking, pipelined) = executable_alone(run_step, steps);
-            let us = |d: Duration| d.as_secs_f64() * 1e6;
-            (us(step), us(pipelined), us(blocking))
+            let a = executable_alone(run_step, steps);
+            [step, a.chained, a.pipelined, a.blocking].map(|d| d.as_secs_f64() * 1e6)
         })
         .collect();
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
-    let share = |exe: fn(&(f64, f64, f64)) -> f64| {
-        median(
-            rounds
-                .iter()
-                .map(|r| 100.0 * (1.0 - exe(r) / r.0))
-                .collect(),
-        )
+    let time = |i: usize| median(rounds.iter().map(|r| r[i]).collect()).0;
+    let share = |i: usize| {
+        let (m, lo, hi) = median(rounds.iter().map(|r| 100.0 * (1.0 - r[i] / r[0])).collect());
+        format!("{m:.1}% ({lo:.1}..{hi:.1})")
     };
-    let (step, _, _) = median(rounds.iter().map(|r| r.0).collect());
-    let (pipelined, _, _) = median(rounds.iter().map(|r| r.1).collect());
-    let (blocking, _, _) = median(rounds.iter().map(|r| r.2).collect());
-    let (sp, sp_lo, sp_hi) = share(|r| r.1);
-    let (sb, sb_lo, sb_hi) = share(|r| r.2);
     println!(
-        "{name}: step {step:.1} us; executable alone {pipelined:.1} us pipelined, \
-         {blocking:.1} us blocking (medians of 7 interleaved rounds); lazyxla's share \
-         of the step = {sp:.1}% (rounds {sp_lo:.1}..{sp_hi:.1}) against the pipelined \
-         executable, {sb:.1}% ({sb_lo:.1}..{sb_hi:.1}) against the blocking one \
-         (target <= 10%)"
+        "{name}: step {:.1} us; executable alone {:.1} us chained, {:.1} us pipelined, \
+         {:.1} us blocking (medians of 7 interleaved rounds); lazyxla's share of the step \
+         (rounds' range) = {} against the chained executable, {} against the pipelined one, \
+         {} against the blocking one (target <= 10%)",
+        time(0),
+        time(1),
+        time(2),
+        time(3),
+        share(1),
+        share(2),
+        share(3),
     );
 }
 
@@ -124,6 +166,24 @@ fn mlp_step(c: &mut Criterion) {
     println!("mlp step on {}", lazyxla::Device::default().name());
     c.bench_function("train_mlp_step_784_512_512_10_b128", |b| b.iter(&mut step));
     report_share("train_mlp", &mut step, 200);
+
+    // The same step captured once and replayed.
+    let mut captured = lazyxla::capture(|x: &[Tensor]| {
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&net.forward(&x[0]), &x[1]);
+        loss.backward();
+        opt.step();
+        vec![loss]
+    });
+    let inputs = [x.clone(), y.clone()];
+    let mut step = || {
+        let _ = captured.run(&inputs).unwrap();
+    };
+    step();
+    step();
+    c.bench_function("train_mlp_step_captured", |b| b.iter(&mut step));
+    report_share("train_mlp captured", &mut step, 200);
+    assert!(captured.recordings() <= 2, "the captured step replays");
 }
 
 fn detector_step(c: &mut Criterion) {
@@ -140,6 +200,30 @@ fn detector_step(c: &mut Criterion) {
     step();
     c.bench_function("train_detector_step", |b| b.iter(&mut step));
     report_share("train_detector", &mut step, 2000);
+
+    // The same step captured once and replayed with each image as inputs.
+    let mut captured = lazyxla::capture(|x: &[Tensor]| {
+        let img = detector::Image {
+            features: x[0].clone(),
+            iou: x[1].clone(),
+            deltas: x[2].clone(),
+        };
+        let (loss, positives) = detector::train_step(&model, &mut opt, &img);
+        vec![loss, positives]
+    });
+    let inputs: Vec<[Tensor; 3]> = images
+        .iter()
+        .map(|i| [i.features.clone(), i.iou.clone(), i.deltas.clone()])
+        .collect();
+    let mut step = || {
+        let _ = captured.run(&inputs[k % inputs.len()]).unwrap();
+        k += 1;
+    };
+    step();
+    step();
+    c.bench_function("train_detector_step_captured", |b| b.iter(&mut step));
+    report_share("train_detector captured", &mut step, 2000);
+    assert!(captured.recordings() <= 2, "the captured step replays");
 }
 
 criterion_group! {

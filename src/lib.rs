@@ -43,6 +43,7 @@ pub use autograd::no_grad;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use runtime::capture::{capture, CapturedStep};
 pub use runtime::metrics;
 pub use runtime::sync::mark_step;
 pub use symint::SymInt;
@@ -66,22 +67,24 @@ pub mod debug {
     pub use crate::backend::pjrt::ffi as pjrt_ffi;
 
     /// Records (`true`) or stops recording and forgets (`false`) the
-    /// executable and argument buffers of each PJRT execution, for
-    /// [`pjrt_last_execution`].
+    /// executable, argument and result buffers of each PJRT execution, for
+    /// [`pjrt_last_executions`].
     #[doc(hidden)]
     pub fn pjrt_record_last(on: bool) {
         crate::backend::pjrt::set_record_last(on)
     }
 
-    /// The compiled executable and the argument buffers (in parameter
-    /// order) of the last PJRT execution while recording was on, so a
-    /// benchmark can run the same program directly through the FFI.
+    /// One PJRT execution recorded by [`pjrt_record_last`].
     #[doc(hidden)]
-    pub fn pjrt_last_execution() -> Option<(
-        std::sync::Arc<pjrt_ffi::Executable>,
-        Vec<std::sync::Arc<pjrt_ffi::Buffer>>,
-    )> {
-        crate::backend::pjrt::last_execution()
+    pub use crate::backend::pjrt::RecordedExecution;
+
+    /// The last two PJRT executions while recording was on (oldest first),
+    /// so a benchmark can run the same program directly through the FFI,
+    /// with the same buffers or chaining results into arguments as
+    /// consecutive steps do.
+    #[doc(hidden)]
+    pub fn pjrt_last_executions() -> Vec<RecordedExecution> {
+        crate::backend::pjrt::last_executions()
     }
 
     /// The plugin file [`Device::pjrt`](crate::Device::pjrt) would load

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::ir::Op;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Host-generated uniform values in `[lo, hi)`, uploaded as data.
 fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
@@ -150,11 +150,13 @@ impl Module for LayerNorm {
 
 /// Zeroes elements with probability `p` in training mode and scales the
 /// rest by `1/(1-p)`. The mask is drawn in the graph from a seed tensor
-/// that advances every call, so steps differ but compile once.
+/// that advances every call on the device, so steps differ but compile
+/// once, and a captured step (`lazyxla::capture`) draws a new mask on
+/// every replay.
 pub struct Dropout {
     p: f64,
-    seed: u64,
-    calls: AtomicU64,
+    /// The next call's seed: device state, advanced in the graph.
+    seed: Tensor,
     training: AtomicBool,
 }
 
@@ -167,8 +169,7 @@ impl Dropout {
         );
         Dropout {
             p,
-            seed,
-            calls: AtomicU64::new(0),
+            seed: Tensor::scalar(seed.wrapping_mul(0x9e37_79b9) as i64),
             training: AtomicBool::new(true),
         }
     }
@@ -184,8 +185,9 @@ impl Module for Dropout {
         if !self.training.load(Ordering::Relaxed) || self.p == 0.0 {
             return x.clone();
         }
-        let call = self.calls.fetch_add(1, Ordering::Relaxed);
-        let seed = Tensor::scalar(self.seed.wrapping_mul(0x9e37_79b9).wrapping_add(call) as i64);
+        // A new handle on the current seed: `assign` changes `self.seed` and its clones.
+        let seed = self.seed.detach();
+        self.seed.assign(&(&seed + 1));
         let bound: Vec<crate::symint::SizeExpr> = x
             .upper_bounds()
             .iter()

@@ -46,6 +46,20 @@ impl Traced<'_> {
         })
     }
 
+    /// The variables passed as arguments (`VarSource::Arg`), in order.
+    pub fn arg_vars(&self) -> Vec<VarRef> {
+        let mut args: Vec<(usize, VarRef)> = self
+            .vars
+            .iter()
+            .filter_map(|v| match v.source {
+                VarSource::Arg(k) => Some((k, v.var.clone())),
+                VarSource::Dim { .. } => None,
+            })
+            .collect();
+        args.sort_by_key(|(k, _)| *k);
+        args.into_iter().map(|(_, v)| v).collect()
+    }
+
     fn input_indices<'a>(&'a self, n: &'a Node) -> impl Iterator<Item = usize> + 'a {
         n.inputs.iter().map(|x| self.index[&Arc::as_ptr(x)])
     }
@@ -106,7 +120,8 @@ fn op_size_args(op: &Op) -> &[SizeExpr] {
     }
 }
 
-fn size_arg(cell: &SizeCell) -> SizeArg {
+/// How a computed size is passed to a program.
+pub(crate) fn size_arg(cell: &SizeCell) -> SizeArg {
     match (cell.known(), cell.device_buffer()) {
         (Some(v), _) => SizeArg::Host(v),
         (None, Some(b)) => SizeArg::Device(b.clone()),

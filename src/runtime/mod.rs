@@ -3,6 +3,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod canonical;
+pub(crate) mod capture;
 pub(crate) mod device_data;
 pub(crate) mod materialize;
 pub mod metrics;

@@ -47,6 +47,15 @@ pub(crate) fn unregister(slot: usize) {
 
 /// Every live tensor whose value is not computed yet, in creation order.
 pub(crate) fn pending() -> Vec<Tensor> {
+    live_where(Tensor::is_pending)
+}
+
+/// Every live tensor, in creation order.
+pub(crate) fn live() -> Vec<Tensor> {
+    live_where(|_| true)
+}
+
+fn live_where(keep: impl Fn(&Tensor) -> bool) -> Vec<Tensor> {
     // Upgrade under the lock but drop the strong handles after releasing
     // it: dropping the last handle of a tensor re-enters the registry.
     let upgraded: Vec<Arc<TensorInner>> = {
@@ -56,7 +65,7 @@ pub(crate) fn pending() -> Vec<Tensor> {
     let mut out: Vec<Tensor> = upgraded
         .into_iter()
         .map(Tensor::from_inner)
-        .filter(|t| t.is_pending())
+        .filter(keep)
         .collect();
     out.sort_by_key(|t| t.id());
     out

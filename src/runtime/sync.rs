@@ -4,7 +4,7 @@ use super::canonical::trace;
 use super::device_data::DeviceData;
 use super::size_cell::SizeCell;
 use super::{cache, metrics, registry};
-use crate::backend::{ExecOutputs, SizeArg};
+use crate::backend::{ExecOutputs, ExecutableRef, SizeArg};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::symint::VarRef;
@@ -12,11 +12,26 @@ use crate::tensor::Tensor;
 use crate::Result;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 /// One sync at a time: a sync reads and rebinds tensors' nodes, and two
 /// interleaved syncs would compute the same work twice.
 static SYNC: LazyLock<Mutex<()>> = LazyLock::new(|| Mutex::new(()));
+
+/// The number of programs executed by syncs so far; a captured step
+/// checks that recording it ran none (see `capture`).
+static EXECUTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Holds off other syncs while a captured step replays its program.
+pub(crate) fn lock() -> parking_lot::MutexGuard<'static, ()> {
+    SYNC.lock()
+}
+
+/// See [`EXECUTIONS`].
+pub(crate) fn executions() -> u64 {
+    EXECUTIONS.load(Ordering::Relaxed)
+}
 
 /// Computes every live tensor with pending work, one program per device
 /// (in practice, the default device), and leaves them holding device data.
@@ -52,6 +67,18 @@ pub fn mark_step() -> crate::Result<()> {
 /// to the results. On error nothing is rebound: the tensors stay pending
 /// and valid.
 pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
+    sync_program(tensors).map(|_| ())
+}
+
+/// What [`sync_program`] ran: the program's output nodes (the distinct
+/// pending nodes of the tensors, before rebinding) and the program.
+pub(crate) struct Synced {
+    pub roots: Vec<Arc<Node>>,
+    pub ran: Ran,
+}
+
+/// [`sync_tensors`], returning what ran (`None` when nothing was pending).
+pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     let _guard = SYNC.lock();
     // Take each distinct pending node once.
     let mut roots: Vec<Arc<Node>> = Vec::new();
@@ -62,13 +89,19 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
         }
     }
     if roots.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let device = tensors[0].device().clone();
-    let outputs = run(&device, &roots, &[], &[])?;
+    let mut ran = run(&device, &roots, &[], &[])?;
     let mut data_nodes = Vec::with_capacity(roots.len());
-    for (root, (buffer, sizes)) in roots.iter().zip(outputs.tensors) {
-        data_nodes.push(data_node(&device, root, buffer, sizes));
+    for (root, (buffer, sizes)) in roots.iter().zip(ran.outputs.tensors.drain(..)) {
+        data_nodes.push(data_node(
+            &device,
+            root.dtype,
+            root.shape.clone(),
+            buffer,
+            sizes,
+        ));
     }
     for t in tensors {
         let current = t.node();
@@ -76,42 +109,44 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
             t.rebind_if_unchanged(&current, data_nodes[i].clone());
         }
     }
-    Ok(())
+    Ok(Some(Synced { roots, ran }))
 }
 
 /// Computes the values of `vars` (size variables no program has computed
 /// yet) by running just what they need: the `include` nodes define them.
 pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
     let _guard = SYNC.lock();
-    let outputs = run(device, &[], include, vars)?;
-    for (v, s) in vars.iter().zip(outputs.sizes) {
+    let ran = run(device, &[], include, vars)?;
+    for (v, s) in vars.iter().zip(ran.outputs.sizes) {
         bind(v, cell(device, s));
     }
     Ok(())
 }
 
-fn cell(device: &Device, s: SizeArg) -> Arc<SizeCell> {
+pub(crate) fn cell(device: &Device, s: SizeArg) -> Arc<SizeCell> {
     Arc::new(match s {
         SizeArg::Host(v) => SizeCell::host(v),
         SizeArg::Device(b) => SizeCell::on_device(b, device.clone()),
     })
 }
 
-fn bind(v: &VarRef, c: Arc<SizeCell>) {
+pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
     let _ = v.0.cell.set(c);
 }
 
-/// A data leaf holding a program's result for `root`, with the same dtype
-/// and shape; binds the size variables that the result's dims are.
-fn data_node(
+/// A data leaf holding a program's result of type `dtype` and `shape`;
+/// binds the size variables that the result's dims are, unless they
+/// already have a value.
+pub(crate) fn data_node(
     device: &Device,
-    root: &Arc<Node>,
+    dtype: crate::DType,
+    shape: Vec<crate::symint::SizeExpr>,
     buffer: crate::backend::BufferRef,
     sizes: Vec<SizeArg>,
 ) -> Arc<Node> {
-    let mut cells = Vec::with_capacity(root.shape.len());
+    let mut cells = Vec::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
-    for d in &root.shape {
+    for d in &shape {
         if d.as_const().is_some() {
             cells.push(None);
             continue;
@@ -125,16 +160,27 @@ fn data_node(
     let data = DeviceData::on_device(device.clone(), buffer, cells);
     Node::new(
         Op::Data {
-            dtype: root.dtype,
-            shape: root.shape.clone(),
+            dtype,
+            shape: shape.clone(),
         },
         SmallVec::new(),
         SmallVec::new(),
-        root.dtype,
-        root.shape.clone(),
+        dtype,
+        shape,
         Some(Arc::new(data)),
         false,
     )
+}
+
+/// One execution by a sync: its outputs, and what a captured step needs
+/// to run the same program again.
+pub(crate) struct Ran {
+    pub outputs: ExecOutputs,
+    pub exe: ExecutableRef,
+    /// The data of each parameter, in order.
+    pub params: Vec<Arc<DeviceData>>,
+    /// The variables whose values were passed as arguments, in order.
+    pub arg_vars: Vec<VarRef>,
 }
 
 /// Traces, compiles (or takes from the cache) and executes a program that
@@ -145,7 +191,7 @@ fn run(
     outputs: &[Arc<Node>],
     include: &[Arc<Node>],
     size_requests: &[VarRef],
-) -> Result<ExecOutputs> {
+) -> Result<Ran> {
     let mut traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
     let key = (device.id(), std::mem::take(&mut traced.key));
     let exe = match cache::get(&key) {
@@ -163,7 +209,13 @@ fn run(
         }
     };
     let args = traced.args()?;
-    let out = metrics::time("ExecuteTime", || device.backend().execute(&exe, args))?;
+    let outputs = metrics::time("ExecuteTime", || device.backend().execute(&exe, args))?;
     metrics::inc("ExecuteGraph");
-    Ok(out)
+    EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+    Ok(Ran {
+        outputs,
+        exe,
+        arg_vars: traced.arg_vars(),
+        params: std::mem::take(&mut traced.params_data),
+    })
 }

@@ -29,6 +29,12 @@ use std::sync::Arc;
 
 static NEXT_TENSOR: AtomicU64 = AtomicU64::new(0);
 
+/// The id the next tensor will get: every tensor created before this call
+/// has a smaller one.
+pub(crate) fn next_tensor_id() -> u64 {
+    NEXT_TENSOR.load(Ordering::Relaxed)
+}
+
 /// A lazy tensor.
 ///
 /// Ops record graph nodes and return at once; nothing runs until
@@ -93,6 +99,7 @@ impl Tensor {
         Tensor { inner }
     }
 
+    /// A process-wide identity, increasing in creation order.
     pub(crate) fn id(&self) -> u64 {
         self.inner.id
     }
@@ -130,9 +137,26 @@ impl Tensor {
         }
     }
 
-    /// Replaces the value with another tensor's (an in-place update, as the
-    /// optimizers do). The shapes and dtypes must match.
-    pub(crate) fn assign(&self, value: &Tensor) {
+    /// Replaces the node unconditionally (a captured step's replay, which
+    /// holds the sync lock, binding its results).
+    pub(crate) fn rebind(&self, new: Arc<Node>) {
+        *self.inner.node.lock() = new;
+    }
+
+    /// Replaces this tensor's value with `value`'s: an in-place update, as
+    /// the optimizers make (PyTorch's `p.copy_(v)`, without a copy). Every
+    /// handle of this tensor sees the new value; nothing runs.
+    ///
+    /// Panics when the dtypes or shapes (with bounds) differ.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let alias = w.clone();
+    /// w.assign(&(&w * 10.0));
+    /// assert_eq!(alias.to_vec::<f32>().unwrap(), vec![10.0, 20.0]);
+    /// ```
+    pub fn assign(&self, value: &Tensor) {
         let new = value.node();
         assert!(
             new.dtype == self.dtype() && new.shape == self.node().shape,

@@ -57,23 +57,33 @@ impl Drop for PjrtBackend {
 
 static RECORD_LAST: AtomicBool = AtomicBool::new(false);
 
-/// The last execution's executable and argument buffers, kept only while
-/// [`set_record_last`] is on (for the benchmark).
-type LastExecution = (Arc<Executable>, Vec<Arc<Buffer>>);
-static LAST: Mutex<Option<LastExecution>> = Mutex::new(None);
+/// One recorded execution: the executable, its argument buffers and its
+/// result buffers, in order (for the benchmarks).
+#[derive(Clone)]
+pub struct RecordedExecution {
+    /// The compiled program.
+    pub exe: Arc<Executable>,
+    /// The argument buffers, in parameter order (size arguments included).
+    pub args: Vec<Arc<Buffer>>,
+    /// The result buffers, in order (sizes included).
+    pub outputs: Vec<Arc<Buffer>>,
+}
 
-/// Turns recording of the last execution on or off (see [`last_execution`]);
-/// turning it off drops what was recorded.
+/// The last two executions, oldest first, kept only while
+/// [`set_record_last`] is on.
+static LAST: Mutex<Vec<RecordedExecution>> = Mutex::new(Vec::new());
+
+/// Turns recording of the last executions on or off (see
+/// [`last_executions`]); turning it off drops what was recorded.
 pub(crate) fn set_record_last(on: bool) {
     RECORD_LAST.store(on, Ordering::Relaxed);
     if !on {
-        *LAST.lock() = None;
+        LAST.lock().clear();
     }
 }
 
-/// The executable and argument buffers of the last PJRT execution while
-/// recording was on.
-pub(crate) fn last_execution() -> Option<LastExecution> {
+/// The last two PJRT executions (oldest first) while recording was on.
+pub(crate) fn last_executions() -> Vec<RecordedExecution> {
     LAST.lock().clone()
 }
 
@@ -306,14 +316,23 @@ impl Backend for PjrtBackend {
             pe.ran_once.store(true, Ordering::Relaxed);
             crate::device::wait_for_devices_at_exit();
         }
+        let out: Vec<Arc<Buffer>> = out.into_iter().map(Arc::new).collect();
         if RECORD_LAST.load(Ordering::Relaxed) {
             let args: Vec<Arc<Buffer>> = bufs
                 .iter()
                 .filter_map(|b| b.clone().downcast::<Buffer>().ok())
                 .collect();
-            *LAST.lock() = Some((pe.exe.clone(), args));
+            let mut last = LAST.lock();
+            if last.len() == 2 {
+                last.remove(0);
+            }
+            last.push(RecordedExecution {
+                exe: pe.exe.clone(),
+                args,
+                outputs: out.clone(),
+            });
         }
-        let mut out = out.into_iter().map(|b| Arc::new(b) as BufferRef);
+        let mut out = out.into_iter().map(|b| b as BufferRef);
         let mut next = || {
             out.next().ok_or_else(|| {
                 Error::internal("pjrt execute", "fewer results than the program declares")

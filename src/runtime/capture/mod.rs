@@ -1,0 +1,332 @@
+//! Captured steps: a step function recorded once and replayed.
+//!
+//! A lazy step records every op again each time it runs, then traces and
+//! keys the graph to find its compiled program. For a small program that
+//! host work costs more than the program (a few hundred nodes take about
+//! 100 µs to record and trace; DESIGN.md, "Measured"). A captured step
+//! records the function once, keeps the program and where each of its
+//! parameters and results lives (an input, a tensor that existed before
+//! the step, a gradient, a constant), and from then on only runs the
+//! program and rebinds the results: the same idea as `jax.jit` or a CUDA
+//! graph, with lazyxla's lazy semantics for everything else.
+//!
+//! Invariant: a replay has exactly the effect that running the function
+//! eagerly and then `mark_step()` would have, as long as the function's
+//! host-side behaviour depends only on what the guards check: the inputs'
+//! dtypes, static sizes and bounds, and the dtypes, shapes and gradient
+//! presence of the tensors it reads and writes. Anything else is recorded
+//! as a constant (see [`CapturedStep`]).
+
+mod record;
+mod replay;
+
+use crate::backend::ExecutableRef;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::ir::Node;
+use crate::runtime::device_data::DeviceData;
+use crate::tensor::{Tensor, TensorInner};
+use crate::Result;
+use smallvec::SmallVec;
+use std::sync::{Arc, Weak};
+
+/// How many variants (input signatures and state layouts) a step keeps;
+/// the oldest is dropped beyond that.
+const MAX_VARIANTS: usize = 16;
+
+/// Records `step` once and replays its compiled program on later calls.
+///
+/// `step` receives the inputs of a call and returns the tensors it wants
+/// back. The first call with a given input signature runs `step` lazily,
+/// as eager code would run, computes everything it left pending in one
+/// program, and remembers that program. Later calls with the same
+/// signature do not run `step`: they run the program on the new inputs
+/// and give every tensor the step wrote (optimizer updates, gradients)
+/// its new value, exactly as `step` followed by `mark_step()` would.
+///
+/// The rules, as for `jax.jit`:
+/// - Everything that changes between calls must be an input or a tensor
+///   that exists before the first call (model parameters, optimizer
+///   state). Tensors `step` creates from host data (`from_vec`, `scalar`)
+///   and plain numbers (`x * 0.5`) are constants of the recording.
+/// - `step` must not read values (`item`, `to_vec`, a size's
+///   `materialize`) or call `mark_step`: the capture fails with an error
+///   saying so. Read the returned tensors after `run` instead.
+/// - A tensor `step` creates and keeps alive after it returns must be
+///   returned or be a gradient; anything else is an error (it would not
+///   be updated by replays).
+/// - A new input signature (dtype, static sizes, bounds, which dynamic
+///   dimensions are declared equal) or a change in the tensors it reads
+///   (shape, dtype, whether a gradient exists) records `step` again; the
+///   compile cache still compiles each program structure once. A training
+///   loop that clears gradients at the start of its step is recorded
+///   twice: on the first call no gradient exists yet, on the second one
+///   does.
+///
+/// ```
+/// use lazyxla::{capture, Tensor};
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+/// let mut step = capture(|inputs: &[Tensor]| {
+///     w.assign(&(&w + &inputs[0])); // state updated in place
+///     vec![w.sum()]
+/// });
+/// for k in 0..3 {
+///     let x = Tensor::from_vec(vec![k as f32; 2], &[2]).unwrap();
+///     let out = step.run(&[x]).unwrap();
+///     println!("{}", out[0].item::<f32>().unwrap());
+/// }
+/// assert_eq!(w.to_vec::<f32>().unwrap(), vec![4.0, 5.0]);
+/// assert_eq!(step.recordings(), 1);
+/// ```
+pub struct CapturedStep<F> {
+    step: F,
+    variants: Vec<Variant>,
+    recordings: usize,
+}
+
+/// Wraps `step` into a [`CapturedStep`]: recorded on its first call,
+/// replayed afterwards.
+pub fn capture<F>(step: F) -> CapturedStep<F>
+where
+    F: FnMut(&[Tensor]) -> Vec<Tensor>,
+{
+    CapturedStep {
+        step,
+        variants: Vec::new(),
+        recordings: 0,
+    }
+}
+
+impl<F> CapturedStep<F>
+where
+    F: FnMut(&[Tensor]) -> Vec<Tensor>,
+{
+    /// Runs the step on `inputs` and returns what it returns. Its work is
+    /// started on the device (as after `mark_step`); reading a result
+    /// waits for it.
+    ///
+    /// Errors: the capture rules above, and the errors of `mark_step`. On
+    /// an error every live tensor keeps a valid value.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
+        if nodes.iter().any(|n| n.data.is_none()) {
+            crate::runtime::sync::sync_tensors(inputs)?;
+            nodes = inputs.iter().map(Tensor::node).collect();
+        }
+        let signature = Signature::of(inputs, &nodes)?;
+        for v in self.variants.iter().filter(|v| v.signature == signature) {
+            if let Some(out) = replay::replay(v, inputs, &nodes)? {
+                return Ok(out);
+            }
+        }
+        self.variants.retain(|v| !v.is_stale());
+        let (variant, out) = record::record(&mut self.step, inputs, signature)?;
+        self.recordings += 1;
+        if self.variants.len() == MAX_VARIANTS {
+            self.variants.remove(0);
+        }
+        self.variants.push(variant);
+        Ok(out)
+    }
+
+    /// How many times the step function ran to be recorded (each new
+    /// input signature or state layout records it once).
+    pub fn recordings(&self) -> usize {
+        self.recordings
+    }
+}
+
+/// What a variant is recorded for: the inputs' types, shapes and aliasing.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Signature {
+    device: usize,
+    inputs: Vec<InputSig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct InputSig {
+    dtype: DType,
+    dims: SmallVec<[DimSig; 4]>,
+    /// The first input holding the same data (itself when none before).
+    alias: usize,
+}
+
+/// One dimension of an input: its size, or its bound and the group of
+/// dynamic dimensions declared to have the same size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DimSig {
+    Static(i64),
+    Dynamic { bound: i64, group: usize },
+}
+
+impl Signature {
+    /// The signature of computed inputs (`nodes` are their nodes).
+    fn of(inputs: &[Tensor], nodes: &[Arc<Node>]) -> Result<Signature> {
+        let device = match inputs.first() {
+            Some(t) => t.device().clone(),
+            None => Device::default(),
+        };
+        let mut groups: SmallVec<[u64; 4]> = SmallVec::new();
+        let mut sigs = Vec::with_capacity(inputs.len());
+        for (k, (t, n)) in inputs.iter().zip(nodes).enumerate() {
+            if !t.device().same(&device) {
+                return Err(crate::Error::DeviceMismatch {
+                    op: "capture",
+                    lhs: device.name().to_string(),
+                    rhs: t.device().name().to_string(),
+                });
+            }
+            let dims = n
+                .shape
+                .iter()
+                .map(|e| match e.as_const() {
+                    Some(c) => DimSig::Static(c),
+                    None => {
+                        // A compound size gets a group of its own.
+                        let id = e
+                            .as_var()
+                            .map_or(u64::MAX - groups.len() as u64, |v| v.0.id);
+                        let group = groups.iter().position(|&g| g == id).unwrap_or_else(|| {
+                            groups.push(id);
+                            groups.len() - 1
+                        });
+                        DimSig::Dynamic {
+                            bound: e.hi(),
+                            group,
+                        }
+                    }
+                })
+                .collect();
+            let data = n.data.as_ref().map(Arc::as_ptr);
+            let alias = nodes[..k]
+                .iter()
+                .position(|m| m.data.as_ref().map(Arc::as_ptr) == data)
+                .unwrap_or(k);
+            sigs.push(InputSig {
+                dtype: n.dtype,
+                dims,
+                alias,
+            });
+        }
+        Ok(Signature {
+            device: device.id(),
+            inputs: sigs,
+        })
+    }
+}
+
+/// One recording of the step: its program and where everything goes.
+pub(super) struct Variant {
+    signature: Signature,
+    device: Device,
+    /// `None` when the step computed nothing.
+    program: Option<ExecutableRef>,
+    /// The program's parameters, in order.
+    params: Vec<Param>,
+    /// The size arguments of the program: (input, dimension).
+    arg_sizes: Vec<(usize, usize)>,
+    /// The program's results, in order.
+    outputs: Vec<OutputTemplate>,
+    /// Bounds `(lo, hi)` of the sizes each replay computes anew.
+    fresh: Vec<(i64, i64)>,
+    /// Tensors that existed before the step and that the step assigned:
+    /// (tensor, result index).
+    assigned: Vec<(Weak<TensorInner>, usize)>,
+    /// Gradients the step set or cleared.
+    grads: Vec<GradUpdate>,
+    /// What `run` returns.
+    returned: Vec<Returned>,
+}
+
+impl Variant {
+    /// True when a tensor the program reads no longer exists.
+    fn is_stale(&self) -> bool {
+        self.params.iter().any(|p| match &p.source {
+            ParamSource::State(w) | ParamSource::GradOf(w) => w.strong_count() == 0,
+            ParamSource::Input(_) | ParamSource::Const(_) => false,
+        })
+    }
+}
+
+/// A program parameter: where its data comes from on a replay, and for a
+/// tensor's current value, the type it must still have.
+struct Param {
+    source: ParamSource,
+    guard: Option<StateGuard>,
+}
+
+enum ParamSource {
+    /// Input `k` of the call.
+    Input(usize),
+    /// The current value of a tensor that existed before the step.
+    State(Weak<TensorInner>),
+    /// The current gradient of such a tensor.
+    GradOf(Weak<TensorInner>),
+    /// Data the step created (a constant of the recording).
+    Const(Arc<DeviceData>),
+}
+
+/// The dtype and, per dimension, (static size, bound) a state value had
+/// when recorded.
+#[derive(Clone)]
+struct StateGuard {
+    dtype: DType,
+    dims: SmallVec<[(Option<i64>, i64); 4]>,
+}
+
+impl StateGuard {
+    fn of(n: &Node) -> StateGuard {
+        StateGuard {
+            dtype: n.dtype,
+            dims: n.shape.iter().map(|e| (e.as_const(), e.hi())).collect(),
+        }
+    }
+
+    /// True when `n` has the recorded dtype and shape.
+    fn admits(&self, n: &Node) -> bool {
+        n.dtype == self.dtype
+            && n.shape.len() == self.dims.len()
+            && n.shape
+                .iter()
+                .zip(&self.dims)
+                .all(|(e, &(c, hi))| e.as_const() == c && e.hi() == hi)
+    }
+}
+
+/// A gradient the step wrote: set to a result, or cleared (`set: None`).
+/// `had_grad` is whether the tensor had a gradient when recorded.
+struct GradUpdate {
+    owner: Weak<TensorInner>,
+    had_grad: bool,
+    set: Option<usize>,
+}
+
+/// One value `run` returns.
+enum Returned {
+    /// Result `i` of the program.
+    Output(usize),
+    /// Input `k`, returned as it is.
+    Input(usize),
+    /// A tensor that existed before the step (returned as the same handle,
+    /// which holds its updated value).
+    Same(Tensor),
+    /// A value the step created without computing it.
+    Const(Arc<Node>),
+}
+
+/// A program result's dtype and how each dimension's size is named.
+struct OutputTemplate {
+    dtype: DType,
+    dims: SmallVec<[DimTemplate; 4]>,
+}
+
+enum DimTemplate {
+    Static(i64),
+    /// The size of dimension `dim` of input `input` (the same variable).
+    Input {
+        input: usize,
+        dim: usize,
+    },
+    /// A size the program computes; `Fresh(i)` results share a variable.
+    Fresh(usize),
+}

@@ -1,0 +1,329 @@
+//! Recording a captured step: run the function lazily, compute what it
+//! left pending as one program, and note where each parameter and result
+//! of that program lives.
+
+use super::{
+    DimTemplate, GradUpdate, OutputTemplate, Param, ParamSource, Returned, Signature, StateGuard,
+    Variant,
+};
+use crate::ir::Node;
+use crate::runtime::device_data::DeviceData;
+use crate::runtime::{metrics, registry, sync};
+use crate::tensor::{next_tensor_id, Tensor};
+use crate::{Error, Result};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// A tensor as it was before the step: its data and gradient.
+struct Before {
+    tensor: std::sync::Weak<crate::tensor::TensorInner>,
+    data: Option<Arc<DeviceData>>,
+    grad: Option<u64>,
+}
+
+/// Runs `step` on `inputs` (computed, with signature `signature`), runs
+/// its pending work as one program and returns the recording and what the
+/// step returned.
+pub(super) fn record<F>(
+    step: &mut F,
+    inputs: &[Tensor],
+    signature: Signature,
+) -> Result<(Variant, Vec<Tensor>)>
+where
+    F: FnMut(&[Tensor]) -> Vec<Tensor>,
+{
+    // Work pending before the step is not part of it.
+    crate::mark_step()?;
+    let first_new = next_tensor_id();
+    let mut sources: FxHashMap<*const DeviceData, (ParamSource, Option<StateGuard>)> =
+        FxHashMap::default();
+    let mut before = Vec::new();
+    for t in registry::live() {
+        let n = t.node();
+        if let Some(d) = &n.data {
+            sources.entry(Arc::as_ptr(d)).or_insert_with(|| {
+                (
+                    ParamSource::State(Arc::downgrade(&t.inner)),
+                    Some(StateGuard::of(&n)),
+                )
+            });
+        }
+        let grad = t.grad();
+        if let Some(g) = &grad {
+            let gn = g.node();
+            if let Some(d) = &gn.data {
+                // The gradient tensor itself is replaced by replays; its
+                // owner is what stays.
+                sources.insert(
+                    Arc::as_ptr(d),
+                    (
+                        ParamSource::GradOf(Arc::downgrade(&t.inner)),
+                        Some(StateGuard::of(&gn)),
+                    ),
+                );
+            }
+        }
+        before.push(Before {
+            tensor: Arc::downgrade(&t.inner),
+            data: n.data.clone(),
+            grad: grad.map(|g| g.id()),
+        });
+    }
+    for (k, t) in inputs.iter().enumerate().rev() {
+        if let Some(d) = &t.node().data {
+            sources.insert(Arc::as_ptr(d), (ParamSource::Input(k), None));
+        }
+    }
+
+    let reads = || {
+        (
+            sync::executions(),
+            metrics::counter("TransferFromDevice"),
+            metrics::counter("SizeMaterialization"),
+        )
+    };
+    let reads_before = reads();
+    let returned = step(inputs);
+    if reads() != reads_before {
+        return Err(Error::invalid(
+            "capture",
+            "the step read a value (item, to_vec, a size's materialize) or ran mark_step while \
+             being recorded; a captured step must be one program: return the tensors you want to \
+             read and read them after `run`",
+        ));
+    }
+
+    // Classify what the step left pending: results, assigned state,
+    // gradients. Anything else would silently go stale on replays.
+    let pending = registry::pending();
+    let is_input = |t: &Tensor| inputs.iter().any(|i| Arc::ptr_eq(&i.inner, &t.inner));
+    let is_returned = |t: &Tensor| returned.iter().any(|r| Arc::ptr_eq(&r.inner, &t.inner));
+    let mut grads_after: Vec<(usize, Option<Tensor>)> = Vec::new();
+    for (i, b) in before.iter().enumerate() {
+        let Some(inner) = b.tensor.upgrade() else {
+            continue;
+        };
+        let t = Tensor::from_inner(inner);
+        let grad = t.grad();
+        if grad.as_ref().map(Tensor::id) != b.grad {
+            grads_after.push((i, grad));
+        }
+        let n = t.node();
+        if n.data.is_some() && !ptr_eq_opt(&n.data, &b.data) {
+            return Err(Error::invalid(
+                "capture",
+                format!(
+                    "the step assigned to a tensor {}{} a value it does not compute; assign a \
+                     computed value (for example `x.assign(&(&v + 0.0))`) or pass the value as \
+                     an input",
+                    t.dtype(),
+                    t.shape_string()
+                ),
+            ));
+        }
+    }
+    let device = match pending.first() {
+        Some(t) => t.device().clone(),
+        None => inputs
+            .first()
+            .map_or_else(crate::Device::default, |t| t.device().clone()),
+    };
+    for t in &pending {
+        if !t.device().same(&device) {
+            return Err(Error::DeviceMismatch {
+                op: "capture",
+                lhs: device.name().to_string(),
+                rhs: t.device().name().to_string(),
+            });
+        }
+        let is_grad = grads_after
+            .iter()
+            .any(|(_, g)| g.as_ref().is_some_and(|g| Arc::ptr_eq(&g.inner, &t.inner)));
+        let existed = t.id() < first_new;
+        if existed && is_input(t) {
+            return Err(Error::invalid(
+                "capture",
+                format!(
+                    "the step assigned to its input {}{}; inputs are read-only in a captured \
+                     step: return the new value instead",
+                    t.dtype(),
+                    t.shape_string()
+                ),
+            ));
+        }
+        if !(existed || is_returned(t) || is_grad) {
+            return Err(Error::invalid(
+                "capture",
+                format!(
+                    "the step created a tensor {}{} that is still alive after it but neither \
+                     returned nor a gradient, so replays could not update it; return it, or \
+                     drop it before the step returns",
+                    t.dtype(),
+                    t.shape_string()
+                ),
+            ));
+        }
+    }
+
+    let pending_nodes: Vec<Arc<Node>> = pending.iter().map(Tensor::node).collect();
+    let synced = sync::sync_program(&pending)?;
+    metrics::inc("StepRecording");
+    let root_of = |t: &Tensor| -> Option<usize> {
+        let i = pending
+            .iter()
+            .position(|p| Arc::ptr_eq(&p.inner, &t.inner))?;
+        let roots = &synced.as_ref()?.roots;
+        roots.iter().position(|r| Arc::ptr_eq(r, &pending_nodes[i]))
+    };
+
+    let input_nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
+    let mut templates = Templates::new(&input_nodes);
+    let mut variant = Variant {
+        signature,
+        device: device.clone(),
+        program: None,
+        params: Vec::new(),
+        arg_sizes: Vec::new(),
+        outputs: Vec::new(),
+        fresh: Vec::new(),
+        assigned: Vec::new(),
+        grads: Vec::new(),
+        returned: Vec::new(),
+    };
+    if let Some(s) = &synced {
+        variant.program = Some(s.ran.exe.clone());
+        for d in &s.ran.params {
+            let (source, guard) = match sources.get(&Arc::as_ptr(d)) {
+                Some((ParamSource::Input(k), _)) => (ParamSource::Input(*k), None),
+                Some((ParamSource::State(w), g)) => (ParamSource::State(w.clone()), g.clone()),
+                Some((ParamSource::GradOf(w), g)) => (ParamSource::GradOf(w.clone()), g.clone()),
+                Some((ParamSource::Const(c), _)) => (ParamSource::Const(c.clone()), None),
+                None => (ParamSource::Const(d.clone()), None),
+            };
+            variant.params.push(Param { source, guard });
+        }
+        for v in &s.ran.arg_vars {
+            let at = templates.input_dim(v.0.id).ok_or_else(|| {
+                Error::invalid(
+                    "capture",
+                    "the step uses the size of a tensor that is neither an input nor computed \
+                     in the step; pass that tensor as an input",
+                )
+            })?;
+            variant.arg_sizes.push(at);
+        }
+        for r in &s.roots {
+            variant.outputs.push(templates.output(r));
+        }
+    }
+    variant.fresh = templates.fresh;
+    for t in &pending {
+        if t.id() < first_new {
+            let i = root_of(t).ok_or_else(|| Error::internal("capture", "an unsynced tensor"))?;
+            variant.assigned.push((Arc::downgrade(&t.inner), i));
+        }
+    }
+    for (i, grad) in grads_after {
+        let set = match &grad {
+            None => None,
+            Some(g) => Some(root_of(g).ok_or_else(|| {
+                Error::invalid(
+                    "capture",
+                    format!(
+                        "the step set a gradient {}{} that it does not compute",
+                        g.dtype(),
+                        g.shape_string()
+                    ),
+                )
+            })?),
+        };
+        variant.grads.push(GradUpdate {
+            owner: before[i].tensor.clone(),
+            had_grad: before[i].grad.is_some(),
+            set,
+        });
+    }
+    for r in &returned {
+        let how = if let Some(k) = inputs.iter().position(|i| Arc::ptr_eq(&i.inner, &r.inner)) {
+            Returned::Input(k)
+        } else if let Some(i) = root_of(r).filter(|_| r.id() >= first_new) {
+            Returned::Output(i)
+        } else if r.id() < first_new {
+            Returned::Same(r.clone())
+        } else {
+            Returned::Const(r.node())
+        };
+        variant.returned.push(how);
+    }
+    Ok((variant, returned))
+}
+
+fn ptr_eq_opt(a: &Option<Arc<DeviceData>>, b: &Option<Arc<DeviceData>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Names the sizes of a program's results for replays: an input's size
+/// stays that input's, a size the program computes becomes a fresh
+/// variable per replay (results sharing one variable share the new one).
+struct Templates<'a> {
+    inputs: &'a [Arc<Node>],
+    /// Variable id → fresh slot.
+    slots: FxHashMap<u64, usize>,
+    fresh: Vec<(i64, i64)>,
+}
+
+impl<'a> Templates<'a> {
+    fn new(inputs: &'a [Arc<Node>]) -> Templates<'a> {
+        Templates {
+            inputs,
+            slots: FxHashMap::default(),
+            fresh: Vec::new(),
+        }
+    }
+
+    /// The (input, dimension) whose size is variable `id`.
+    fn input_dim(&self, id: u64) -> Option<(usize, usize)> {
+        self.inputs.iter().enumerate().find_map(|(k, n)| {
+            n.shape
+                .iter()
+                .position(|e| e.as_var().is_some_and(|v| v.0.id == id))
+                .map(|d| (k, d))
+        })
+    }
+
+    fn output(&mut self, root: &Node) -> OutputTemplate {
+        let dims = root
+            .shape
+            .iter()
+            .map(|e| {
+                if let Some(c) = e.as_const() {
+                    return DimTemplate::Static(c);
+                }
+                let var = e.as_var().map(|v| v.0.id);
+                if let Some((input, dim)) = var.and_then(|id| self.input_dim(id)) {
+                    return DimTemplate::Input { input, dim };
+                }
+                let bounds = (e.lo(), e.hi());
+                let fresh = &mut self.fresh;
+                let mut new_slot = || {
+                    fresh.push(bounds);
+                    fresh.len() - 1
+                };
+                // A compound size (`2 * s`) gets a variable of its own.
+                let slot = match var {
+                    Some(id) => *self.slots.entry(id).or_insert_with(new_slot),
+                    None => new_slot(),
+                };
+                DimTemplate::Fresh(slot)
+            })
+            .collect();
+        OutputTemplate {
+            dtype: root.dtype,
+            dims,
+        }
+    }
+}
