@@ -30,7 +30,8 @@ static METRICS: LazyLock<Mutex<Metrics>> = LazyLock::new(|| Mutex::new(Metrics::
 ///
 /// Counters: `MarkStep`, `UncachedCompile`, `CachedCompile`,
 /// `ExecuteGraph`, `TransferToDevice`, `TransferFromDevice`,
-/// `SizeMaterialization`, `CompileCacheEviction`.
+/// `SizeMaterialization`, `CompileCacheEviction`, and for captured steps
+/// (`capture`) `StepRecording` and `StepReplay`.
 pub fn counter(name: &str) -> u64 {
     METRICS.lock().counters.get(name).copied().unwrap_or(0)
 }
