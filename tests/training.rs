@@ -195,6 +195,10 @@ backend_test! {
         assert!(a.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
         let b = d.forward(&x).to_vec::<f32>().unwrap();
         assert_ne!(a, b, "each call draws a new mask");
+        // Reads without mark_step build no chain of seed updates: one program.
+        let c = d.forward(&x).to_vec::<f32>().unwrap();
+        assert_ne!(b, c);
+        assert_eq!(lazyxla::metrics::counter("UncachedCompile"), 1);
         // Same seed, same masks: reproducible across runs and backends.
         let d2 = Dropout::new(0.25, 42);
         assert_eq!(d2.forward(&x).to_vec::<f32>().unwrap(), a);

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::ir::Op;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Host-generated uniform values in `[lo, hi)`, uploaded as data.
 fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
@@ -150,13 +150,18 @@ impl Module for LayerNorm {
 
 /// Zeroes elements with probability `p` in training mode and scales the
 /// rest by `1/(1-p)`. The mask is drawn in the graph from a seed tensor
-/// that advances every call on the device, so steps differ but compile
-/// once, and a captured step (`lazyxla::capture`) draws a new mask on
-/// every replay.
+/// that advances every call, so steps differ but compile once. Inside a
+/// captured step (`lazyxla::capture`) the seed is device state advanced
+/// in the graph, so every replay draws a new mask.
 pub struct Dropout {
     p: f64,
-    /// The next call's seed: device state, advanced in the graph.
-    seed: Tensor,
+    seed: u64,
+    /// Eager calls so far: each call's seed is a fresh scalar, so a loop
+    /// that only reads values never builds a chain of pending updates.
+    calls: AtomicU64,
+    /// The seed of captured steps: device data that the step's program
+    /// advances (a host scalar would be a constant of the recording).
+    captured_seed: Tensor,
     training: AtomicBool,
 }
 
@@ -169,7 +174,9 @@ impl Dropout {
         );
         Dropout {
             p,
-            seed: Tensor::scalar(seed.wrapping_mul(0x9e37_79b9) as i64),
+            seed,
+            calls: AtomicU64::new(0),
+            captured_seed: Tensor::scalar(seed.wrapping_mul(0x5851_f42d) as i64 ^ 0x2545_f491),
             training: AtomicBool::new(true),
         }
     }
@@ -185,9 +192,16 @@ impl Module for Dropout {
         if !self.training.load(Ordering::Relaxed) || self.p == 0.0 {
             return x.clone();
         }
-        // A new handle on the current seed: `assign` changes `self.seed` and its clones.
-        let seed = self.seed.detach();
-        self.seed.assign(&(&seed + 1));
+        let seed = if crate::runtime::capture::is_recording() {
+            // A new handle on the current value: `assign` changes the
+            // tensor and its clones.
+            let seed = self.captured_seed.detach();
+            self.captured_seed.assign(&(&seed + 1));
+            seed
+        } else {
+            let call = self.calls.fetch_add(1, Ordering::Relaxed);
+            Tensor::scalar(self.seed.wrapping_mul(0x9e37_79b9).wrapping_add(call) as i64)
+        };
         let bound: Vec<crate::symint::SizeExpr> = x
             .upper_bounds()
             .iter()

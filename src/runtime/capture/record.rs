@@ -83,7 +83,7 @@ where
         )
     };
     let reads_before = reads();
-    let returned = step(inputs);
+    let returned = super::recording(|| step(inputs));
     if reads() != reads_before {
         return Err(Error::invalid(
             "capture",
