@@ -2,7 +2,6 @@
 
 use super::device_data::DeviceData;
 use super::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
-use super::size_cell::SizeCell;
 use crate::backend::{ExecArgs, SizeArg};
 use crate::ir::node::topo_order_indexed;
 use crate::ir::{Node, Op};
@@ -37,8 +36,7 @@ impl Traced<'_> {
     pub fn args(&self) -> Result<ExecArgs> {
         let mut params = Vec::with_capacity(self.params.len());
         for data in &self.params_data {
-            let sizes = data.sizes.iter().flatten().map(|c| size_arg(c)).collect();
-            params.push((data.buffer()?, sizes));
+            params.push(data.exec_arg()?);
         }
         Ok(ExecArgs {
             params,
@@ -120,15 +118,6 @@ fn op_size_args(op: &Op) -> &[SizeExpr] {
     }
 }
 
-/// How a computed size is passed to a program.
-pub(crate) fn size_arg(cell: &SizeCell) -> SizeArg {
-    match (cell.known(), cell.device_buffer()) {
-        (Some(v), _) => SizeArg::Host(v),
-        (None, Some(b)) => SizeArg::Device(b.clone()),
-        (None, None) => SizeArg::Host(0),
-    }
-}
-
 /// Builds the canonical program computing `roots` and the values of
 /// `size_requests`; `include` adds nodes that define requested sizes.
 pub(crate) fn trace<'a>(
@@ -162,7 +151,7 @@ pub(crate) fn trace<'a>(
                             ),
                         )
                     })?;
-                    var_args.push(size_arg(cell));
+                    var_args.push(cell.as_arg());
                     VarSource::Arg(var_args.len() - 1)
                 }
             };

@@ -2,7 +2,7 @@
 
 use super::metrics;
 use super::size_cell::SizeCell;
-use crate::backend::BufferRef;
+use crate::backend::{BufferRef, SizeArg};
 use crate::device::Device;
 use crate::host::HostArray;
 use crate::Result;
@@ -86,6 +86,13 @@ impl DeviceData {
         let _ = self.buffer.set(b.clone());
         *pending = None;
         Ok(b)
+    }
+
+    /// This data as a program argument: its buffer (uploaded the first
+    /// time) and the size of each dynamic dimension.
+    pub fn exec_arg(&self) -> Result<(BufferRef, Vec<SizeArg>)> {
+        let sizes = self.sizes.iter().flatten().map(|c| c.as_arg()).collect();
+        Ok((self.buffer()?, sizes))
     }
 
     /// The exact host data, if it was never uploaded.

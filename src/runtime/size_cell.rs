@@ -1,6 +1,6 @@
 //! A computed size: produced by a program, kept on its device until read.
 
-use crate::backend::BufferRef;
+use crate::backend::{BufferRef, SizeArg};
 use crate::device::Device;
 use crate::Result;
 use parking_lot::Mutex;
@@ -34,6 +34,16 @@ impl SizeCell {
         SizeCell {
             device: Some((buffer, device)),
             host: Mutex::new(None),
+        }
+    }
+
+    /// How the size is passed to a program: its host value if known, else
+    /// its device buffer.
+    pub fn as_arg(&self) -> SizeArg {
+        match (self.known(), self.device_buffer()) {
+            (Some(v), _) => SizeArg::Host(v),
+            (None, Some(b)) => SizeArg::Device(b.clone()),
+            (None, None) => SizeArg::Host(0),
         }
     }
 

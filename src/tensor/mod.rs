@@ -99,6 +99,11 @@ impl Tensor {
         Tensor { inner }
     }
 
+    /// True when `other` is a handle of this same tensor.
+    pub(crate) fn is(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// A process-wide identity, increasing in creation order.
     pub(crate) fn id(&self) -> u64 {
         self.inner.id

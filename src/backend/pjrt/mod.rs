@@ -82,6 +82,37 @@ pub(crate) fn set_record_last(on: bool) {
     }
 }
 
+/// Records one execution (see [`set_record_last`]): its arguments and its
+/// results in the program's order, sizes after each result.
+fn record_execution(exe: &Arc<Executable>, args: &[BufferRef], outputs: &ExecOutputs) {
+    let results = outputs
+        .tensors
+        .iter()
+        .flat_map(|(t, sizes)| std::iter::once(t).chain(sizes.iter().filter_map(device_size)))
+        .chain(outputs.sizes.iter().filter_map(device_size));
+    let mut last = LAST.lock();
+    if last.len() == 2 {
+        last.remove(0);
+    }
+    last.push(RecordedExecution {
+        exe: exe.clone(),
+        args: pjrt_buffers(args.iter()),
+        outputs: pjrt_buffers(results),
+    });
+}
+
+fn pjrt_buffers<'a>(bufs: impl Iterator<Item = &'a BufferRef>) -> Vec<Arc<Buffer>> {
+    bufs.filter_map(|b| b.clone().downcast::<Buffer>().ok())
+        .collect()
+}
+
+fn device_size(s: &SizeArg) -> Option<&BufferRef> {
+    match s {
+        SizeArg::Device(b) => Some(b),
+        SizeArg::Host(_) => None,
+    }
+}
+
 /// The last two PJRT executions (oldest first) while recording was on.
 pub(crate) fn last_executions() -> Vec<RecordedExecution> {
     LAST.lock().clone()
@@ -316,23 +347,7 @@ impl Backend for PjrtBackend {
             pe.ran_once.store(true, Ordering::Relaxed);
             crate::device::wait_for_devices_at_exit();
         }
-        let out: Vec<Arc<Buffer>> = out.into_iter().map(Arc::new).collect();
-        if RECORD_LAST.load(Ordering::Relaxed) {
-            let args: Vec<Arc<Buffer>> = bufs
-                .iter()
-                .filter_map(|b| b.clone().downcast::<Buffer>().ok())
-                .collect();
-            let mut last = LAST.lock();
-            if last.len() == 2 {
-                last.remove(0);
-            }
-            last.push(RecordedExecution {
-                exe: pe.exe.clone(),
-                args,
-                outputs: out.clone(),
-            });
-        }
-        let mut out = out.into_iter().map(|b| b as BufferRef);
+        let mut out = out.into_iter().map(|b| Arc::new(b) as BufferRef);
         let mut next = || {
             out.next().ok_or_else(|| {
                 Error::internal("pjrt execute", "fewer results than the program declares")
@@ -350,7 +365,11 @@ impl Backend for PjrtBackend {
         while let Ok(s) = next() {
             sizes.push(SizeArg::Device(s));
         }
-        Ok(ExecOutputs { tensors, sizes })
+        let outputs = ExecOutputs { tensors, sizes };
+        if RECORD_LAST.load(Ordering::Relaxed) {
+            record_execution(&pe.exe, &bufs, &outputs);
+        }
+        Ok(outputs)
     }
 
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<BufferRef> {

@@ -279,6 +279,7 @@ struct Param {
     guard: Option<StateGuard>,
 }
 
+#[derive(Clone)]
 enum ParamSource {
     /// Input `k` of the call.
     Input(usize),

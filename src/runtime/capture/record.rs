@@ -96,8 +96,8 @@ where
     // Classify what the step left pending: results, assigned state,
     // gradients. Anything else would silently go stale on replays.
     let pending = registry::pending();
-    let is_input = |t: &Tensor| inputs.iter().any(|i| Arc::ptr_eq(&i.inner, &t.inner));
-    let is_returned = |t: &Tensor| returned.iter().any(|r| Arc::ptr_eq(&r.inner, &t.inner));
+    let input_index = |t: &Tensor| inputs.iter().position(|i| i.is(t));
+    let is_returned = |t: &Tensor| returned.iter().any(|r| r.is(t));
     let mut grads_after: Vec<(usize, Option<Tensor>)> = Vec::new();
     for (i, b) in before.iter().enumerate() {
         let Some(inner) = b.tensor.upgrade() else {
@@ -109,7 +109,8 @@ where
             grads_after.push((i, grad));
         }
         let n = t.node();
-        if n.data.is_some() && !ptr_eq_opt(&n.data, &b.data) {
+        let data = |d: &Option<Arc<DeviceData>>| d.as_ref().map(Arc::as_ptr);
+        if n.data.is_some() && data(&n.data) != data(&b.data) {
             return Err(Error::invalid(
                 "capture",
                 format!(
@@ -138,9 +139,9 @@ where
         }
         let is_grad = grads_after
             .iter()
-            .any(|(_, g)| g.as_ref().is_some_and(|g| Arc::ptr_eq(&g.inner, &t.inner)));
+            .any(|(_, g)| g.as_ref().is_some_and(|g| g.is(t)));
         let existed = t.id() < first_new;
-        if existed && is_input(t) {
+        if existed && input_index(t).is_some() {
             return Err(Error::invalid(
                 "capture",
                 format!(
@@ -164,14 +165,27 @@ where
             ));
         }
     }
+    // A gradient the step changed is cleared or computed by the program.
+    if let Some(g) = grads_after
+        .iter()
+        .filter_map(|(_, g)| g.as_ref())
+        .find(|g| !g.is_pending())
+    {
+        return Err(Error::invalid(
+            "capture",
+            format!(
+                "the step set a gradient {}{} that it does not compute",
+                g.dtype(),
+                g.shape_string()
+            ),
+        ));
+    }
 
     let pending_nodes: Vec<Arc<Node>> = pending.iter().map(Tensor::node).collect();
     let synced = sync::sync_program(&pending)?;
     metrics::inc("StepRecording");
     let root_of = |t: &Tensor| -> Option<usize> {
-        let i = pending
-            .iter()
-            .position(|p| Arc::ptr_eq(&p.inner, &t.inner))?;
+        let i = pending.iter().position(|p| p.is(t))?;
         let roots = &synced.as_ref()?.roots;
         roots.iter().position(|r| Arc::ptr_eq(r, &pending_nodes[i]))
     };
@@ -193,13 +207,10 @@ where
     if let Some(s) = &synced {
         variant.program = Some(s.ran.exe.clone());
         for d in &s.ran.params {
-            let (source, guard) = match sources.get(&Arc::as_ptr(d)) {
-                Some((ParamSource::Input(k), _)) => (ParamSource::Input(*k), None),
-                Some((ParamSource::State(w), g)) => (ParamSource::State(w.clone()), g.clone()),
-                Some((ParamSource::GradOf(w), g)) => (ParamSource::GradOf(w.clone()), g.clone()),
-                Some((ParamSource::Const(c), _)) => (ParamSource::Const(c.clone()), None),
-                None => (ParamSource::Const(d.clone()), None),
-            };
+            let (source, guard) = sources
+                .get(&Arc::as_ptr(d))
+                .cloned()
+                .unwrap_or_else(|| (ParamSource::Const(d.clone()), None));
             variant.params.push(Param { source, guard });
         }
         for v in &s.ran.arg_vars {
@@ -217,25 +228,17 @@ where
         }
     }
     variant.fresh = templates.fresh;
+    let unsynced = || Error::internal("capture", "a pending tensor the sync did not compute");
     for t in &pending {
         if t.id() < first_new {
-            let i = root_of(t).ok_or_else(|| Error::internal("capture", "an unsynced tensor"))?;
+            let i = root_of(t).ok_or_else(unsynced)?;
             variant.assigned.push((Arc::downgrade(&t.inner), i));
         }
     }
     for (i, grad) in grads_after {
         let set = match &grad {
             None => None,
-            Some(g) => Some(root_of(g).ok_or_else(|| {
-                Error::invalid(
-                    "capture",
-                    format!(
-                        "the step set a gradient {}{} that it does not compute",
-                        g.dtype(),
-                        g.shape_string()
-                    ),
-                )
-            })?),
+            Some(g) => Some(root_of(g).ok_or_else(unsynced)?),
         };
         variant.grads.push(GradUpdate {
             owner: before[i].tensor.clone(),
@@ -244,7 +247,7 @@ where
         });
     }
     for r in &returned {
-        let how = if let Some(k) = inputs.iter().position(|i| Arc::ptr_eq(&i.inner, &r.inner)) {
+        let how = if let Some(k) = input_index(r) {
             Returned::Input(k)
         } else if let Some(i) = root_of(r).filter(|_| r.id() >= first_new) {
             Returned::Output(i)
@@ -256,14 +259,6 @@ where
         variant.returned.push(how);
     }
     Ok((variant, returned))
-}
-
-fn ptr_eq_opt(a: &Option<Arc<DeviceData>>, b: &Option<Arc<DeviceData>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    }
 }
 
 /// Names the sizes of a program's results for replays: an input's size

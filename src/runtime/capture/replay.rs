@@ -4,7 +4,6 @@
 use super::{DimTemplate, ParamSource, Returned, Variant};
 use crate::backend::{ExecArgs, SizeArg};
 use crate::ir::Node;
-use crate::runtime::canonical::size_arg;
 use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
 use crate::symint::{SizeExpr, VarRef};
@@ -82,11 +81,10 @@ pub(super) fn replay(
     let results = match &v.program {
         None => Vec::new(),
         Some(exe) => {
-            let mut params = Vec::with_capacity(data.len());
-            for d in &data {
-                let sizes = d.sizes.iter().flatten().map(|c| size_arg(c)).collect();
-                params.push((d.buffer()?, sizes));
-            }
+            let params = data
+                .iter()
+                .map(|d| d.exec_arg())
+                .collect::<Result<Vec<_>>>()?;
             let vars = v
                 .arg_sizes
                 .iter()
@@ -154,5 +152,5 @@ fn input_size(node: &Node, dim: usize) -> Result<SizeArg> {
         .as_ref()
         .and_then(|d| d.sizes.get(dim).cloned().flatten())
         .ok_or_else(|| Error::internal("capture", "a dynamic input without its size"))?;
-    Ok(size_arg(&cell))
+    Ok(cell.as_arg())
 }
