@@ -61,7 +61,7 @@ fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
     let blocking = start.elapsed() / steps;
     let pipelined_run = |chain: bool| {
         let start = Instant::now();
-        let mut in_flight: Option<(Vec<Buffer>, Event)> = None;
+        let mut in_flight: Option<Event> = None;
         let mut previous: Option<Vec<Buffer>> = None;
         for _ in 0..steps {
             let refs: Vec<&Buffer> = args
@@ -74,14 +74,13 @@ fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
                 .collect();
             let (out, done) = exe.execute_async(&refs).unwrap();
             drop(refs);
-            if let Some((out, done)) = in_flight.replace((Vec::new(), done)) {
-                done.wait().unwrap();
-                drop(out);
+            if let Some(previous_done) = in_flight.replace(done) {
+                previous_done.wait().unwrap();
             }
             // The results stay alive while the next execution reads them.
             previous = Some(out);
         }
-        if let Some((_, done)) = in_flight {
+        if let Some(done) = in_flight {
             done.wait().unwrap();
         }
         start.elapsed() / steps
@@ -203,18 +202,11 @@ fn detector_step(c: &mut Criterion) {
 
     // The same step captured once and replayed with each image as inputs.
     let mut captured = lazyxla::capture(|x: &[Tensor]| {
-        let img = detector::Image {
-            features: x[0].clone(),
-            iou: x[1].clone(),
-            deltas: x[2].clone(),
-        };
-        let (loss, positives) = detector::train_step(&model, &mut opt, &img);
+        let (loss, positives) =
+            detector::train_step(&model, &mut opt, &detector::Image::from_inputs(x));
         vec![loss, positives]
     });
-    let inputs: Vec<[Tensor; 3]> = images
-        .iter()
-        .map(|i| [i.features.clone(), i.iou.clone(), i.deltas.clone()])
-        .collect();
+    let inputs: Vec<[Tensor; 3]> = images.iter().map(detector::Image::inputs).collect();
     let mut step = || {
         let _ = captured.run(&inputs[k % inputs.len()]).unwrap();
         k += 1;

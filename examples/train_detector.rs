@@ -22,6 +22,22 @@ pub struct Image {
     pub deltas: Tensor,
 }
 
+impl Image {
+    /// The image as the inputs of a captured step (`lazyxla::capture`).
+    pub fn inputs(&self) -> [Tensor; 3] {
+        [self.features.clone(), self.iou.clone(), self.deltas.clone()]
+    }
+
+    /// The image back from a captured step's inputs (see [`Image::inputs`]).
+    pub fn from_inputs(x: &[Tensor]) -> Image {
+        Image {
+            features: x[0].clone(),
+            iou: x[1].clone(),
+            deltas: x[2].clone(),
+        }
+    }
+}
+
 /// A seeded image; IoU and deltas are fixed functions of the features,
 /// so the model can learn them. Between 1 and ~30 anchors are positive.
 pub fn image(seed: u64) -> Image {

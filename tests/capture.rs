@@ -35,17 +35,12 @@ backend_test! {
         let model = detector::Detector::new(3);
         let mut opt = Adam::new(model.parameters(), 0.02);
         let mut step = capture(|x: &[Tensor]| {
-            let img = detector::Image {
-                features: x[0].clone(),
-                iou: x[1].clone(),
-                deltas: x[2].clone(),
-            };
-            let (loss, positives) = detector::train_step(&model, &mut opt, &img);
+            let (loss, positives) =
+                detector::train_step(&model, &mut opt, &detector::Image::from_inputs(x));
             vec![loss, positives]
         });
         for (s, (loss, positives)) in eager.iter().enumerate() {
-            let img = detector::image(s as u64);
-            let out = step.run(&[img.features, img.iou, img.deltas]).unwrap();
+            let out = step.run(&detector::image(s as u64).inputs()).unwrap();
             assert_close(&[out[0].item::<f32>().unwrap()], &[*loss], 1e-5);
             assert_eq!(&out[1].to_vec::<i64>().unwrap(), positives, "step {s}");
             assert_eq!(out[1].size(0).materialize().unwrap() as usize, positives.len());
