@@ -141,6 +141,44 @@ backend_test! {
 }
 
 backend_test! {
+    fn values_held_across_a_replay_keep_what_they_were() {
+        // A replay moves new buffers into the state and gradients it
+        // updates in place, but only where nothing else shares them.
+        let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
+        let mut step = capture(|x: &[Tensor]| {
+            w.zero_grad();
+            let loss = (&w * &x[0]).sum();
+            loss.backward();
+            let g = w.grad().unwrap();
+            lazyxla::no_grad(|| w.assign(&(&w - &g)));
+            vec![loss]
+        });
+        let x = Tensor::from_vec(vec![1.0f32, 3.0], &[2]).unwrap();
+        for _ in 0..3 {
+            step.run(std::slice::from_ref(&x)).unwrap();
+        }
+        assert_eq!(values(&w), vec![-2.0, -7.0]);
+        // Held by the caller: the gradient itself, a copy of the weight
+        // still pending, and another handle of the weight.
+        let old_grad = w.grad().unwrap();
+        let pending = &w * 1.0;
+        let alias = w.clone();
+        let x2 = Tensor::from_vec(vec![2.0f32, 1.0], &[2]).unwrap();
+        step.run(std::slice::from_ref(&x2)).unwrap();
+        assert_eq!(values(&old_grad), vec![1.0, 3.0], "a held gradient keeps its value");
+        assert_eq!(values(&pending), vec![-2.0, -7.0], "pending work reads the old weight");
+        assert_eq!(values(&alias), vec![-4.0, -8.0], "a handle of the weight sees the update");
+        assert_eq!(values(&w.grad().unwrap()), vec![2.0, 1.0]);
+        // Nothing holds them now: the next replay updates them in place.
+        drop((old_grad, pending, alias));
+        step.run(&[x2]).unwrap();
+        assert_eq!(values(&w), vec![-6.0, -9.0]);
+        assert_eq!(values(&w.grad().unwrap()), vec![2.0, 1.0]);
+        assert_eq!(step.recordings(), 2);
+    }
+}
+
+backend_test! {
     fn dropout_draws_a_new_mask_on_every_replay() {
         let drop = Dropout::new(0.5, 7);
         let mut step = capture(|x: &[Tensor]| vec![drop.forward(&x[0])]);

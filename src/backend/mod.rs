@@ -27,20 +27,21 @@ pub(crate) enum SizeArg {
     Device(BufferRef),
 }
 
+/// A tensor's buffer and, per dynamic dimension in order, its size.
+pub(crate) type TensorData = (BufferRef, Vec<SizeArg>);
+
 /// The arguments of one execution, in the program's parameter order.
 pub(crate) struct ExecArgs {
-    /// For each parameter: its buffer and, per dynamic dimension in order,
-    /// its size.
-    pub params: Vec<(BufferRef, Vec<SizeArg>)>,
+    /// For each parameter: its buffer and sizes.
+    pub params: Vec<TensorData>,
     /// For each `VarSource::Arg`: the variable's value.
     pub vars: Vec<SizeArg>,
 }
 
 /// What one execution produced, in the program's output order.
 pub(crate) struct ExecOutputs {
-    /// For each output: its buffer and, per dynamic dimension in order, its
-    /// size.
-    pub tensors: Vec<(BufferRef, Vec<SizeArg>)>,
+    /// For each output: its buffer and sizes.
+    pub tensors: Vec<TensorData>,
     /// The requested size outputs.
     pub sizes: Vec<SizeArg>,
 }

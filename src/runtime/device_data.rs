@@ -2,10 +2,9 @@
 
 use super::metrics;
 use super::size_cell::SizeCell;
-use crate::backend::{BufferRef, SizeArg};
+use crate::backend::{BufferRef, TensorData};
 use crate::device::Device;
 use crate::host::HostArray;
-use crate::Result;
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 
@@ -70,7 +69,7 @@ impl DeviceData {
     }
 
     /// The device buffer, uploading the host data the first time.
-    pub fn buffer(&self) -> Result<BufferRef> {
+    pub fn buffer(&self) -> crate::Result<BufferRef> {
         if let Some(b) = self.buffer.get() {
             return Ok(b.clone());
         }
@@ -90,9 +89,20 @@ impl DeviceData {
 
     /// This data as a program argument: its buffer (uploaded the first
     /// time) and the size of each dynamic dimension.
-    pub fn exec_arg(&self) -> Result<(BufferRef, Vec<SizeArg>)> {
+    pub fn exec_arg(&self) -> crate::Result<TensorData> {
         let sizes = self.sizes.iter().flatten().map(|c| c.as_arg()).collect();
         Ok((self.buffer()?, sizes))
+    }
+
+    /// Puts `buffer` in place of this static data's buffer (only data
+    /// that is on the device and has no dynamic dimension; else the buffer
+    /// comes back). The caller guarantees its dtype and shape.
+    pub fn replace_buffer(&mut self, buffer: BufferRef) -> Result<(), BufferRef> {
+        if self.buffer.get().is_none() || self.sizes.iter().any(Option::is_some) {
+            return Err(buffer);
+        }
+        self.buffer = OnceLock::from(buffer);
+        Ok(())
     }
 
     /// The exact host data, if it was never uploaded.

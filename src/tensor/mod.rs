@@ -148,6 +148,36 @@ impl Tensor {
         *self.inner.node.lock() = new;
     }
 
+    /// Moves `buffer` into this computed tensor's data, in place of its
+    /// buffer, when no other node or tensor shares that data and `fits`
+    /// accepts the node (the caller checks that the buffer has the node's
+    /// dtype and static shape). The tensor becomes a plain data leaf, as
+    /// after [`Tensor::rebind`]; the old buffer is released. Gives the buffer
+    /// back when the data is shared: the caller then builds a new node.
+    ///
+    /// This is a captured step's cheapest rebinding: no node, no data, no
+    /// size to allocate, nothing to free but the old buffer.
+    pub(crate) fn replace_buffer(
+        &self,
+        buffer: crate::backend::BufferRef,
+        fits: impl FnOnce(&Node) -> bool,
+    ) -> std::result::Result<(), crate::backend::BufferRef> {
+        let mut n = self.inner.node.lock();
+        let Some(node) = Arc::get_mut(&mut n) else {
+            return Err(buffer);
+        };
+        if !matches!(node.op, Op::Data { .. }) || !fits(node) {
+            return Err(buffer);
+        }
+        let Some(data) = node.data.as_mut().and_then(Arc::get_mut) else {
+            return Err(buffer);
+        };
+        data.replace_buffer(buffer)?;
+        node.requires_grad = false;
+        node.grad_leaf = None;
+        Ok(())
+    }
+
     /// Replaces this tensor's value with `value`'s: an in-place update, as
     /// the optimizers make (PyTorch's `p.copy_(v)`, without a copy). Every
     /// handle of this tensor sees the new value; nothing runs.

@@ -263,6 +263,26 @@ pub(super) struct Variant {
 }
 
 impl Variant {
+    /// Sets [`OutputTemplate::in_place`] once every destination is known.
+    fn mark_in_place(&mut self) {
+        let mut uses = vec![0usize; self.outputs.len()];
+        for &(_, i) in &self.assigned {
+            uses[i] += 1;
+        }
+        for i in self.grads.iter().filter_map(|g| g.set) {
+            uses[i] += 1;
+        }
+        for r in &self.returned {
+            if let Returned::Output(i) = r {
+                // A returned result always gets a tensor of its own.
+                uses[*i] += 2;
+            }
+        }
+        for (o, u) in self.outputs.iter_mut().zip(uses) {
+            o.in_place = u == 1 && o.dims.iter().all(|d| matches!(d, DimTemplate::Static(_)));
+        }
+    }
+
     /// True when a tensor the program reads no longer exists.
     fn is_stale(&self) -> bool {
         self.params.iter().any(|p| match &p.source {
@@ -343,6 +363,10 @@ enum Returned {
 struct OutputTemplate {
     dtype: DType,
     dims: SmallVec<[DimTemplate; 4]>,
+    /// Static, and received by exactly one tensor that existed before the
+    /// step (its new value) or one gradient: a replay may move the buffer
+    /// into that tensor's data in place (see `Tensor::replace_buffer`).
+    in_place: bool,
 }
 
 enum DimTemplate {

@@ -258,6 +258,7 @@ where
         };
         variant.returned.push(how);
     }
+    variant.mark_in_place();
     Ok((variant, returned))
 }
 
@@ -319,6 +320,7 @@ impl<'a> Templates<'a> {
         OutputTemplate {
             dtype: root.dtype,
             dims,
+            in_place: false,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{ExecArgs, SizeArg};
+use crate::backend::{BufferRef, ExecArgs, SizeArg, TensorData};
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
@@ -78,68 +78,154 @@ pub(super) fn replay(
     drop(holders);
 
     let _lock = sync::lock();
-    let results = match &v.program {
-        None => Vec::new(),
-        Some(exe) => {
-            let params = data
-                .iter()
-                .map(|d| d.exec_arg())
-                .collect::<Result<Vec<_>>>()?;
-            let vars = v
-                .arg_sizes
-                .iter()
-                .map(|&(k, dim)| input_size(&nodes[k], dim))
-                .collect::<Result<Vec<_>>>()?;
-            let out = metrics::time("ExecuteTime", || {
-                v.device.backend().execute(exe, ExecArgs { params, vars })
-            })?;
-            metrics::inc("ExecuteGraph");
-            let fresh: Vec<VarRef> = v
-                .fresh
-                .iter()
-                .map(|&(lo, hi)| VarRef::fresh(lo, hi))
-                .collect();
-            let mut results = Vec::with_capacity(v.outputs.len());
-            for (t, (buffer, sizes)) in v.outputs.iter().zip(out.tensors) {
-                let shape = t
-                    .dims
-                    .iter()
-                    .map(|d| match d {
-                        DimTemplate::Static(c) => SizeExpr::constant(*c),
-                        DimTemplate::Input { input, dim } => nodes[*input].shape[*dim].clone(),
-                        DimTemplate::Fresh(i) => SizeExpr::var(fresh[*i].clone()),
-                    })
-                    .collect();
-                results.push(sync::data_node(&v.device, t.dtype, shape, buffer, sizes));
-            }
-            results
-        }
+    let Some(exe) = &v.program else {
+        metrics::inc("StepReplay");
+        return returned(v, inputs, None).map(Some);
     };
+    let params = data
+        .iter()
+        .map(|d| d.exec_arg())
+        .collect::<Result<Vec<_>>>()?;
+    // Only the buffers go to the program: the data may now be rebound in
+    // place, which needs it unshared.
+    drop(data);
+    let vars = v
+        .arg_sizes
+        .iter()
+        .map(|&(k, dim)| input_size(&nodes[k], dim))
+        .collect::<Result<Vec<_>>>()?;
+    let out = metrics::time("ExecuteTime", || {
+        v.device.backend().execute(exe, ExecArgs { params, vars })
+    })?;
+    metrics::inc("ExecuteGraph");
     metrics::inc("StepReplay");
+    let mut results = Results {
+        v,
+        inputs: nodes,
+        fresh: v
+            .fresh
+            .iter()
+            .map(|&(lo, hi)| VarRef::fresh(lo, hi))
+            .collect(),
+        buffers: out.tensors.into_iter().map(Some).collect(),
+        nodes: SmallVec::new(),
+    };
+    results.nodes.resize(results.buffers.len(), None);
     for (w, i) in &v.assigned {
         if let Some(inner) = w.upgrade() {
-            Tensor::from_inner(inner).rebind(results[*i].clone());
+            let t = Tensor::from_inner(inner);
+            if let Some(buffer) = results.take_in_place(*i) {
+                let static_dims = &v.outputs[*i].dims;
+                let fits = |n: &Node| same_static_shape(n, static_dims);
+                match t.replace_buffer(buffer, fits) {
+                    Ok(()) => continue,
+                    Err(buffer) => results.buffers[*i] = Some((buffer, Vec::new())),
+                }
+            }
+            t.rebind(results.node(*i)?);
         }
     }
     for g in &v.grads {
-        if let Some(owner) = g.owner.upgrade() {
-            let new = g
-                .set
-                .map(|i| Tensor::from_node(results[i].clone(), &v.device));
-            *owner.grad.lock() = new;
+        let Some(owner) = g.owner.upgrade() else {
+            continue;
+        };
+        let mut grad = owner.grad.lock();
+        let Some(i) = g.set else {
+            *grad = None;
+            continue;
+        };
+        // A gradient nobody else holds takes the new value in place; one a
+        // caller still holds keeps its value, as in eager code, where every
+        // backward makes a new gradient tensor.
+        if let (Some(buffer), Some(old)) = (results.take_in_place(i), grad.as_ref()) {
+            let unshared = Arc::strong_count(&old.inner) == 1;
+            let static_dims = &v.outputs[i].dims;
+            let fits = |n: &Node| unshared && same_static_shape(n, static_dims);
+            match old.replace_buffer(buffer, fits) {
+                Ok(()) => continue,
+                Err(buffer) => results.buffers[i] = Some((buffer, Vec::new())),
+            }
         }
+        *grad = Some(Tensor::from_node(results.node(i)?, &v.device));
     }
-    let returned = v
-        .returned
+    returned(v, inputs, Some(&mut results)).map(Some)
+}
+
+/// The values `run` returns (`results`: none when the step computed
+/// nothing).
+fn returned(
+    v: &Variant,
+    inputs: &[Tensor],
+    mut results: Option<&mut Results>,
+) -> Result<Vec<Tensor>> {
+    v.returned
         .iter()
         .map(|r| match r {
-            Returned::Output(i) => Tensor::from_node(results[*i].clone(), &v.device),
-            Returned::Input(k) => inputs[*k].clone(),
-            Returned::Same(t) => t.clone(),
-            Returned::Const(n) => Tensor::from_node(n.clone(), &v.device),
+            Returned::Output(i) => {
+                let results = results
+                    .as_deref_mut()
+                    .ok_or_else(|| Error::internal("capture", "a result without a program"))?;
+                Ok(Tensor::from_node(results.node(*i)?, &v.device))
+            }
+            Returned::Input(k) => Ok(inputs[*k].clone()),
+            Returned::Same(t) => Ok(t.clone()),
+            Returned::Const(n) => Ok(Tensor::from_node(n.clone(), &v.device)),
         })
-        .collect();
-    Ok(Some(returned))
+        .collect()
+}
+
+/// A replay's results: each one's buffer until it is moved into a tensor
+/// in place or wrapped in a data node (built once, on first use).
+struct Results<'a> {
+    v: &'a Variant,
+    /// The inputs' nodes.
+    inputs: &'a [Arc<Node>],
+    /// This replay's variables for the sizes the program computes.
+    fresh: Vec<VarRef>,
+    buffers: SmallVec<[Option<TensorData>; 32]>,
+    nodes: SmallVec<[Option<Arc<Node>>; 32]>,
+}
+
+impl Results<'_> {
+    /// Result `i`'s buffer, if it may be moved in place and is still here.
+    fn take_in_place(&mut self, i: usize) -> Option<BufferRef> {
+        if !self.v.outputs[i].in_place {
+            return None;
+        }
+        self.buffers[i].take().map(|(b, _)| b)
+    }
+
+    /// Result `i` as a data node, its sizes named by the template.
+    fn node(&mut self, i: usize) -> Result<Arc<Node>> {
+        if let Some(n) = &self.nodes[i] {
+            return Ok(n.clone());
+        }
+        let (buffer, sizes) = self.buffers[i]
+            .take()
+            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
+        let t = &self.v.outputs[i];
+        let shape = t
+            .dims
+            .iter()
+            .map(|d| match d {
+                DimTemplate::Static(c) => SizeExpr::constant(*c),
+                DimTemplate::Input { input, dim } => self.inputs[*input].shape[*dim].clone(),
+                DimTemplate::Fresh(f) => SizeExpr::var(self.fresh[*f].clone()),
+            })
+            .collect();
+        let n = sync::data_node(&self.v.device, t.dtype, shape, buffer, sizes);
+        self.nodes[i] = Some(n.clone());
+        Ok(n)
+    }
+}
+
+/// True when `n`'s shape is exactly the static `dims`.
+fn same_static_shape(n: &Node, dims: &[DimTemplate]) -> bool {
+    n.shape.len() == dims.len()
+        && n.shape
+            .iter()
+            .zip(dims)
+            .all(|(e, d)| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)))
 }
 
 /// A tensor holding a parameter's data, and its node.

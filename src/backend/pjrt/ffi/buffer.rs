@@ -1,22 +1,40 @@
 //! Device buffers: creation from host data, shape queries, copy to host.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::{dense_byte_size, new_args, plugin_slice, sys, ClientInner, ElementType, PjrtError};
 
 /// An array on a device, owned by this value (`PJRT_Buffer_Destroy` on drop).
 ///
-/// Its type and shape are read once when the buffer is handed out (PJRT
+/// Its type and shape are known when the buffer is handed out (PJRT
 /// buffers are immutable, and results are complete by then), so the accessors
 /// are cheap and infallible.
 pub struct Buffer {
     client: Arc<ClientInner>,
     raw: *mut sys::Buffer,
-    element_type: ElementType,
-    dims: Vec<i64>,
-    unpadded_dims: Vec<i64>,
-    dynamic_dims: Vec<usize>,
+    /// Shared by every result of one executable's static output (see
+    /// `Executable::execute_async`), so handing out a result costs no query.
+    pub(super) shape: Arc<BufferShape>,
 }
+
+/// A buffer's element type and shape, as the plugin reports them.
+#[derive(Debug)]
+pub(super) struct BufferShape {
+    pub element_type: ElementType,
+    pub dims: Vec<i64>,
+    pub unpadded_dims: Vec<i64>,
+    pub dynamic_dims: Vec<usize>,
+}
+
+/// The shape of a buffer not yet queried.
+static UNREAD: LazyLock<Arc<BufferShape>> = LazyLock::new(|| {
+    Arc::new(BufferShape {
+        element_type: ElementType::Other(0),
+        dims: Vec::new(),
+        unpadded_dims: Vec::new(),
+        dynamic_dims: Vec::new(),
+    })
+});
 
 // SAFETY: PJRT buffers are immutable device arrays whose C API calls are
 // thread-safe; this value is the sole owner of the pointer.
@@ -28,10 +46,10 @@ unsafe impl Sync for Buffer {}
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Buffer")
-            .field("element_type", &self.element_type)
-            .field("dims", &self.dims)
-            .field("unpadded_dims", &self.unpadded_dims)
-            .field("dynamic_dims", &self.dynamic_dims)
+            .field("element_type", &self.shape.element_type)
+            .field("dims", &self.shape.dims)
+            .field("unpadded_dims", &self.shape.unpadded_dims)
+            .field("dynamic_dims", &self.shape.dynamic_dims)
             .finish()
     }
 }
@@ -57,10 +75,7 @@ impl Buffer {
         Buffer {
             client: client.clone(),
             raw,
-            element_type: ElementType::Other(0),
-            dims: Vec::new(),
-            unpadded_dims: Vec::new(),
-            dynamic_dims: Vec::new(),
+            shape: UNREAD.clone(),
         }
     }
 
@@ -76,7 +91,7 @@ impl Buffer {
             unsafe { element_type(&mut args) },
             "PJRT_Buffer_ElementType",
         )?;
-        self.element_type = ElementType::from_raw(args.type_);
+        let element_type = ElementType::from_raw(args.type_);
 
         let dims = api_fn!(plugin, PJRT_Buffer_Dimensions)?;
         let mut args = new_args::<sys::BufferDimensionsArgs>();
@@ -84,7 +99,7 @@ impl Buffer {
         // SAFETY: valid args; the returned array is owned by the buffer.
         plugin.check(unsafe { dims(&mut args) }, "PJRT_Buffer_Dimensions")?;
         // SAFETY: pointer and length from the plugin, valid while the buffer is.
-        self.dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
+        let dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
 
         let unpadded = api_fn!(plugin, PJRT_Buffer_UnpaddedDimensions)?;
         let mut args = new_args::<sys::BufferDimensionsArgs>();
@@ -95,7 +110,7 @@ impl Buffer {
             "PJRT_Buffer_UnpaddedDimensions",
         )?;
         // SAFETY: as for the dimensions.
-        self.unpadded_dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
+        let unpadded_dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
 
         let dynamic = api_fn!(plugin, PJRT_Buffer_DynamicDimensionIndices)?;
         let mut args = new_args::<sys::BufferDynamicDimensionIndicesArgs>();
@@ -106,30 +121,36 @@ impl Buffer {
             "PJRT_Buffer_DynamicDimensionIndices",
         )?;
         // SAFETY: as for the dimensions.
-        self.dynamic_dims =
+        let dynamic_dims =
             unsafe { plugin_slice(args.dynamic_dim_indices, args.num_dynamic_dims) }.to_vec();
+        self.shape = Arc::new(BufferShape {
+            element_type,
+            dims,
+            unpadded_dims,
+            dynamic_dims,
+        });
         Ok(())
     }
 
     /// The element type.
     pub fn element_type(&self) -> ElementType {
-        self.element_type
+        self.shape.element_type
     }
 
     /// The dimensions as allocated: for a bounded dynamic dimension, its bound.
     pub fn dims(&self) -> &[i64] {
-        &self.dims
+        &self.shape.dims
     }
 
     /// The real (logical) dimensions; equal to [`Buffer::dims`] except along
     /// the dynamic dimensions.
     pub fn unpadded_dims(&self) -> &[i64] {
-        &self.unpadded_dims
+        &self.shape.unpadded_dims
     }
 
     /// Indices of the bounded dynamic dimensions (empty for a static shape).
     pub fn dynamic_dims(&self) -> &[usize] {
-        &self.dynamic_dims
+        &self.shape.dynamic_dims
     }
 
     /// Whether this buffer was created by (a handle of) `client`.

@@ -1,8 +1,9 @@
 //! Compiled programs: compilation from MLIR text and single-device execution.
 
 use std::ptr::null_mut;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use super::buffer::BufferShape;
 use super::{new_args, sys, Buffer, ClientInner, Event, PjrtError, Plugin};
 
 /// A program compiled and loaded onto one device of its client, owned by this
@@ -11,6 +12,11 @@ pub struct Executable {
     client: Arc<ClientInner>,
     raw: *mut sys::LoadedExecutable,
     num_outputs: usize,
+    /// Per result, its shape if static, read from the first execution's
+    /// results: a static result type has the same shape on every run.
+    output_shapes: OnceLock<Vec<Option<Arc<BufferShape>>>>,
+    /// `0..n` for `n` arguments: the indices that must not be donated.
+    non_donatable: OnceLock<Vec<i64>>,
 }
 
 // SAFETY: PJRT loaded executables may be executed concurrently from any
@@ -96,6 +102,8 @@ pub(super) fn compile(
         client: client.clone(),
         raw: args.executable,
         num_outputs: 0,
+        output_shapes: OnceLock::new(),
+        non_donatable: OnceLock::new(),
     };
     executable.num_outputs = executable.query_num_outputs()?;
     Ok(executable)
@@ -167,7 +175,14 @@ impl Executable {
         let mut done = [null_mut::<sys::Event>()];
         // `&Buffer` arguments must survive the call, so forbid donation even
         // if the program declares input/output aliasing.
-        let non_donatable: Vec<i64> = (0..args.len() as i64).collect();
+        let all = |n: usize| (0..n as i64).collect::<Vec<i64>>();
+        let cached = self.non_donatable.get_or_init(|| all(args.len()));
+        let non_donatable: std::borrow::Cow<[i64]> = if cached.len() == args.len() {
+            cached.into()
+        } else {
+            // Another argument count (the plugin will say it is wrong).
+            all(args.len()).into()
+        };
 
         let mut options = new_args::<sys::ExecuteOptions>();
         options.non_donatable_input_indices = non_donatable.as_ptr();
@@ -206,10 +221,28 @@ impl Executable {
             )));
         }
         // A static result's type and shape are known before the execution
-        // completes (lazyxla's programs return only static results); for a
-        // dynamic one the plugin waits for the execution before answering.
-        for result in &mut results {
-            result.read_shape()?;
+        // completes (lazyxla's programs return only static results) and are
+        // the same on every run, so they are asked once; for a dynamic one
+        // the plugin waits for the execution before answering.
+        match self.output_shapes.get() {
+            Some(shapes) => {
+                for (result, shape) in results.iter_mut().zip(shapes) {
+                    match shape {
+                        Some(shape) => result.shape = shape.clone(),
+                        None => result.read_shape()?,
+                    }
+                }
+            }
+            None => {
+                for result in &mut results {
+                    result.read_shape()?;
+                }
+                let shapes = results
+                    .iter()
+                    .map(|r| r.shape.dynamic_dims.is_empty().then(|| r.shape.clone()))
+                    .collect();
+                let _ = self.output_shapes.set(shapes);
+            }
         }
         Ok((results, done))
     }
