@@ -294,7 +294,8 @@ impl Backend for PjrtBackend {
                 op: "execute",
                 message: "an executable from another backend".into(),
             })?;
-        let mut bufs: Vec<BufferRef> = Vec::new();
+        let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
+        let mut bufs: Vec<BufferRef> = Vec::with_capacity(count);
         for (b, sizes) in &args.params {
             self.buffer(b, "execute")?;
             bufs.push(b.clone());
@@ -315,10 +316,10 @@ impl Backend for PjrtBackend {
         for s in &args.vars {
             bufs.push(self.size_buffer(s)?);
         }
-        let refs: Vec<&Buffer> = bufs
-            .iter()
-            .map(|b| self.buffer(b, "execute"))
-            .collect::<Result<_>>()?;
+        let mut refs: Vec<&Buffer> = Vec::with_capacity(bufs.len());
+        for b in &bufs {
+            refs.push(self.buffer(b, "execute")?);
+        }
         let (out, done) = pe
             .exe
             .execute_async(&refs)
@@ -356,9 +357,10 @@ impl Backend for PjrtBackend {
         let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
         for &nd in &pe.output_dynamic {
             let t = next()?;
-            let sizes = (0..nd)
-                .map(|_| next().map(SizeArg::Device))
-                .collect::<Result<Vec<_>>>()?;
+            let mut sizes = Vec::with_capacity(nd);
+            for _ in 0..nd {
+                sizes.push(SizeArg::Device(next()?));
+            }
             tensors.push((t, sizes));
         }
         let mut sizes = Vec::new();

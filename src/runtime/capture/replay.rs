@@ -30,7 +30,7 @@ pub(super) fn replay(
     }
     // The tensors holding each parameter's data (none for constants), and
     // their nodes.
-    let mut holders: SmallVec<[Option<Holder>; 16]> = SmallVec::with_capacity(v.params.len());
+    let mut holders: SmallVec<[Option<Holder>; 32]> = SmallVec::with_capacity(v.params.len());
     let mut pending = Vec::new();
     for p in &v.params {
         let holder = match &p.source {
@@ -59,7 +59,7 @@ pub(super) fn replay(
             *n = h.node();
         }
     }
-    let mut data: SmallVec<[Arc<DeviceData>; 16]> = SmallVec::with_capacity(v.params.len());
+    let mut data: SmallVec<[Arc<DeviceData>; 32]> = SmallVec::with_capacity(v.params.len());
     for (p, h) in v.params.iter().zip(&holders) {
         let d = match (&p.source, h) {
             (ParamSource::Const(c), _) => c.clone(),
@@ -82,18 +82,17 @@ pub(super) fn replay(
         metrics::inc("StepReplay");
         return returned(v, inputs, None).map(Some);
     };
-    let params = data
-        .iter()
-        .map(|d| d.exec_arg())
-        .collect::<Result<Vec<_>>>()?;
+    let mut params = Vec::with_capacity(data.len());
+    for d in &data {
+        params.push(d.exec_arg()?);
+    }
     // Only the buffers go to the program: the data may now be rebound in
     // place, which needs it unshared.
     drop(data);
-    let vars = v
-        .arg_sizes
-        .iter()
-        .map(|&(k, dim)| input_size(&nodes[k], dim))
-        .collect::<Result<Vec<_>>>()?;
+    let mut vars = Vec::with_capacity(v.arg_sizes.len());
+    for &(k, dim) in &v.arg_sizes {
+        vars.push(input_size(&nodes[k], dim)?);
+    }
     let out = metrics::time("ExecuteTime", || {
         v.device.backend().execute(exe, ExecArgs { params, vars })
     })?;

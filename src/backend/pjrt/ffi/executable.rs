@@ -1,5 +1,6 @@
 //! Compiled programs: compilation from MLIR text and single-device execution.
 
+use smallvec::{smallvec, SmallVec};
 use std::ptr::null_mut;
 use std::sync::{Arc, OnceLock};
 
@@ -168,9 +169,9 @@ impl Executable {
 
         // One device: a list of argument lists and of output lists, each of
         // length one; the plugin fills the output slots and the event slot.
-        let arg_ptrs: Vec<*mut sys::Buffer> = args.iter().map(|b| b.raw()).collect();
+        let arg_ptrs: SmallVec<[*mut sys::Buffer; 32]> = args.iter().map(|b| b.raw()).collect();
         let arg_lists = [arg_ptrs.as_ptr()];
-        let mut outputs: Vec<*mut sys::Buffer> = vec![null_mut(); self.num_outputs];
+        let mut outputs: SmallVec<[*mut sys::Buffer; 32]> = smallvec![null_mut(); self.num_outputs];
         let output_lists = [outputs.as_mut_ptr()];
         let mut done = [null_mut::<sys::Event>()];
         // `&Buffer` arguments must survive the call, so forbid donation even
