@@ -6,7 +6,7 @@
 //! lazy ops like any other and every backend runs them.
 
 use crate::ir::{BinaryOp, Op, ReduceKind, UnaryOp};
-use crate::symint::{SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr, SymInt};
 use crate::tensor::Tensor;
 
 /// The gradient of each operand of `op`, given the operands `x`, the
@@ -205,7 +205,7 @@ impl Tensor {
     }
 
     /// Zeros of `shape` (whose variables this tensor's graph defines).
-    fn zeros_like_shape(&self, shape: Vec<SizeExpr>) -> Tensor {
+    fn zeros_like_shape(&self, shape: Shape) -> Tensor {
         let node = self.node();
         let deps = crate::tensor::size_deps_for(&shape, std::slice::from_ref(&node));
         Tensor::full_sym(shape, 0.0, self.dtype(), deps, self.device())

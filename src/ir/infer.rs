@@ -8,11 +8,12 @@ use super::node::{shape_string, Node};
 use super::op::{BinaryOp, Op, UnaryOp};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::symint::{SizeExpr, VarRef};
+use crate::symint::{Shape, SizeExpr, VarRef};
+use smallvec::smallvec;
 use std::sync::Arc;
 
 /// The dtype and shape of `op` applied to `inputs`, or why it does not apply.
-pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExpr>)> {
+pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
     let name = op.name();
     let arity = |n: usize| -> Result<()> {
         if inputs.len() == n {
@@ -31,7 +32,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         }
         Op::Scalar { dtype, .. } => {
             arity(0)?;
-            Ok((*dtype, Vec::new()))
+            Ok((*dtype, Shape::new()))
         }
         Op::Iota { dtype, shape, dim } => {
             arity(0)?;
@@ -40,7 +41,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
         }
         Op::SizeOf(_) => {
             arity(0)?;
-            Ok((DType::I64, Vec::new()))
+            Ok((DType::I64, Shape::new()))
         }
         Op::RandomUniform { dtype, shape } => {
             arity(1)?;
@@ -180,7 +181,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             // Inserting or removing size-1 dims keeps every dynamic dim as
             // it is, which XLA expresses; otherwise a dynamic dim would be
             // split or merged into several dynamic dims, which it cannot.
-            let non_unit = |s: &[SizeExpr]| -> Vec<SizeExpr> {
+            let non_unit = |s: &[SizeExpr]| -> Shape {
                 s.iter()
                     .filter(|d| d.as_const() != Some(1))
                     .cloned()
@@ -362,7 +363,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
                     &b.shape,
                 ));
             }
-            let mut out = a.shape[..r - 1].to_vec();
+            let mut out: Shape = a.shape[..r - 1].iter().cloned().collect();
             out.push(b.shape[r - 1].clone());
             Ok((a.dtype, out))
         }
@@ -477,7 +478,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             let n = VarRef::fresh(0, bound_numel(&x.shape));
             Ok((
                 DType::I64,
-                vec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)],
+                smallvec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)],
             ))
         }
         Op::MaskedSelect => {
@@ -491,7 +492,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             }
             same_shape("masked_select", x, mask)?;
             let n = VarRef::fresh(0, bound_numel(&x.shape));
-            Ok((x.dtype, vec![SizeExpr::var(n)]))
+            Ok((x.dtype, smallvec![SizeExpr::var(n)]))
         }
         Op::Unique => {
             arity(1)?;
@@ -505,7 +506,7 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Vec<SizeExp
             let total = bound_numel(&x.shape);
             let lo = if min_numel(&x.shape) > 0 { 1 } else { 0 };
             let n = VarRef::fresh(lo, total.max(lo));
-            Ok((x.dtype, vec![SizeExpr::var(n)]))
+            Ok((x.dtype, smallvec![SizeExpr::var(n)]))
         }
         Op::UniqueCounts => {
             arity(2)?;

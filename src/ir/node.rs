@@ -3,7 +3,7 @@
 use super::op::Op;
 use crate::dtype::DType;
 use crate::runtime::device_data::DeviceData;
-use crate::symint::SizeExpr;
+use crate::symint::{Shape, SizeExpr};
 use crate::tensor::TensorInner;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -33,7 +33,7 @@ pub struct Node {
     /// They are part of the program so those sizes can be computed.
     pub(crate) size_deps: SmallVec<[Arc<Node>; 1]>,
     pub(crate) dtype: DType,
-    pub(crate) shape: Vec<SizeExpr>,
+    pub(crate) shape: Shape,
     /// The device data of an `Op::Data` leaf.
     pub(crate) data: Option<Arc<DeviceData>>,
     /// True when a gradient must flow through this node.
@@ -49,7 +49,7 @@ impl Node {
         inputs: Inputs,
         size_deps: SmallVec<[Arc<Node>; 1]>,
         dtype: DType,
-        shape: Vec<SizeExpr>,
+        shape: Shape,
         data: Option<Arc<DeviceData>>,
         requires_grad: bool,
     ) -> Arc<Node> {

@@ -8,7 +8,7 @@
 //! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
 
 use crate::dtype::DType;
-use crate::symint::SizeExpr;
+use crate::symint::{Shape, SizeExpr};
 use std::hash::{Hash, Hasher};
 
 /// A literal scalar, compared and hashed by its bits so that it can be part
@@ -109,7 +109,7 @@ pub enum Op {
         /// Element type of the data.
         dtype: DType,
         /// Shape, with dynamic dims as expressions.
-        shape: Vec<SizeExpr>,
+        shape: Shape,
     },
     /// A scalar constant inlined into the program. No operands.
     Scalar {
@@ -123,7 +123,7 @@ pub enum Op {
         /// Element type.
         dtype: DType,
         /// Output shape (may be dynamic).
-        shape: Vec<SizeExpr>,
+        shape: Shape,
         /// The dimension that counts.
         dim: usize,
     },
@@ -135,7 +135,7 @@ pub enum Op {
         /// Element type (float).
         dtype: DType,
         /// Output shape (static).
-        shape: Vec<SizeExpr>,
+        shape: Shape,
     },
 
     // ----- elementwise -----
@@ -155,14 +155,14 @@ pub enum Op {
     /// `dims[i]` (its size must be 1 or equal); the rest is repeated.
     Broadcast {
         /// Output shape.
-        shape: Vec<SizeExpr>,
+        shape: Shape,
         /// Where each operand dimension goes.
         dims: Vec<usize>,
     },
     /// One operand with the same elements in row-major order.
     Reshape {
         /// Output shape.
-        shape: Vec<SizeExpr>,
+        shape: Shape,
     },
     /// One operand with dimensions permuted: output dim `i` is operand dim
     /// `perm[i]`.

@@ -202,7 +202,7 @@ impl Module for Dropout {
             let call = self.calls.fetch_add(1, Ordering::Relaxed);
             Tensor::scalar(self.seed.wrapping_mul(0x9e37_79b9).wrapping_add(call) as i64)
         };
-        let bound: Vec<crate::symint::SizeExpr> = x
+        let bound: crate::symint::Shape = x
             .upper_bounds()
             .iter()
             .map(|&b| crate::symint::SizeExpr::constant(b as i64))

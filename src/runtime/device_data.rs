@@ -8,6 +8,10 @@ use crate::host::HostArray;
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 
+/// Per dimension of a tensor, its size cell if dynamic (inline up to
+/// rank 4, like [`crate::symint::Shape`]).
+pub(crate) type SizeCells = smallvec::SmallVec<[Option<Arc<SizeCell>>; 4]>;
+
 /// A tensor's value on its device: the backend's buffer (for PJRT, static
 /// at the bound shape; for the reference backend, exact) and, for every
 /// dynamic dimension, its real size.
@@ -22,7 +26,7 @@ pub(crate) struct DeviceData {
     /// first upload.
     pending: Mutex<Option<(Arc<HostArray>, Vec<usize>)>>,
     /// One entry per dimension; `Some` exactly for dynamic dimensions.
-    pub sizes: Vec<Option<Arc<SizeCell>>>,
+    pub sizes: SizeCells,
 }
 
 impl std::fmt::Debug for DeviceData {
@@ -38,11 +42,7 @@ impl std::fmt::Debug for DeviceData {
 
 impl DeviceData {
     /// Data already on the device (a program's result).
-    pub fn on_device(
-        device: Device,
-        buffer: BufferRef,
-        sizes: Vec<Option<Arc<SizeCell>>>,
-    ) -> DeviceData {
+    pub fn on_device(device: Device, buffer: BufferRef, sizes: SizeCells) -> DeviceData {
         let cell = OnceLock::new();
         let _ = cell.set(buffer);
         DeviceData {
@@ -58,7 +58,7 @@ impl DeviceData {
         device: Device,
         host: Arc<HostArray>,
         bound: Vec<usize>,
-        sizes: Vec<Option<Arc<SizeCell>>>,
+        sizes: SizeCells,
     ) -> DeviceData {
         DeviceData {
             device,

@@ -8,7 +8,7 @@
 
 use crate::dtype::DType;
 use crate::ir::Op;
-use crate::symint::{SizeExpr, VarRef};
+use crate::symint::{Shape, VarRef};
 use std::hash::{Hash, Hasher};
 
 /// One node of a program.
@@ -18,7 +18,7 @@ pub(crate) struct PNode {
     /// Indices of operand nodes (all smaller than this node's index).
     pub inputs: Vec<usize>,
     pub dtype: DType,
-    pub shape: Vec<SizeExpr>,
+    pub shape: Shape,
 }
 
 /// Where a program gets the value of a size variable it needs.

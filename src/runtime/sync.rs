@@ -140,11 +140,11 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
 pub(crate) fn data_node(
     device: &Device,
     dtype: crate::DType,
-    shape: Vec<crate::symint::SizeExpr>,
+    shape: crate::symint::Shape,
     buffer: crate::backend::BufferRef,
     sizes: Vec<SizeArg>,
 ) -> Arc<Node> {
-    let mut cells = Vec::with_capacity(shape.len());
+    let mut cells = crate::runtime::device_data::SizeCells::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
     for d in &shape {
         if d.as_const().is_some() {

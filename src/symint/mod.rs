@@ -5,6 +5,10 @@ pub(crate) mod expr;
 pub(crate) mod var;
 
 pub(crate) use expr::SizeExpr;
+
+/// A shape: one size expression per dimension, inline up to rank 4 (most
+/// tensors), so building or cloning a node's shape allocates nothing.
+pub(crate) type Shape = smallvec::SmallVec<[SizeExpr; 4]>;
 pub(crate) use var::VarRef;
 
 use crate::ir::Node;

@@ -7,7 +7,7 @@ use crate::dtype::{DType, Element};
 use crate::host::HostArray;
 use crate::ir::{Lit, Node, Op};
 use crate::runtime::device_data::DeviceData;
-use crate::symint::{SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr, SymInt};
 use crate::{Error, Result};
 use ndarray::ArrayD;
 use smallvec::SmallVec;
@@ -58,7 +58,7 @@ impl Tensor {
     pub(crate) fn from_host(host: HostArray, device: &Device) -> Result<Tensor> {
         let shape: Vec<usize> = host.shape().to_vec();
         let dtype = host.dtype();
-        let exprs: Vec<SizeExpr> = shape
+        let exprs: Shape = shape
             .iter()
             .map(|&s| SizeExpr::constant(s as i64))
             .collect();
@@ -66,18 +66,13 @@ impl Tensor {
             device.clone(),
             Arc::new(host),
             shape.clone(),
-            vec![None; shape.len()],
+            smallvec::smallvec![None; shape.len()],
         );
         Ok(Tensor::data(device, dtype, exprs, data))
     }
 
     /// A tensor backed by device data.
-    pub(crate) fn data(
-        device: &Device,
-        dtype: DType,
-        shape: Vec<SizeExpr>,
-        data: DeviceData,
-    ) -> Tensor {
+    pub(crate) fn data(device: &Device, dtype: DType, shape: Shape, data: DeviceData) -> Tensor {
         let node = Node::new(
             Op::Data {
                 dtype,
@@ -95,7 +90,7 @@ impl Tensor {
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        let exprs: Vec<SizeExpr> = shape
+        let exprs: Shape = shape
             .iter()
             .map(|&s| SizeExpr::constant(s as i64))
             .collect();
@@ -136,7 +131,7 @@ impl Tensor {
     }
 
     pub(crate) fn full_sym(
-        shape: Vec<SizeExpr>,
+        shape: Shape,
         value: f64,
         dtype: DType,
         deps: SmallVec<[Arc<Node>; 1]>,
@@ -185,7 +180,7 @@ impl Tensor {
         Tensor::try_apply_on(
             Op::Iota {
                 dtype: DType::I64,
-                shape: vec![e],
+                shape: smallvec::smallvec![e],
                 dim: 0,
             },
             &[],

@@ -7,7 +7,6 @@ use crate::dtype::DType;
 use crate::error::Error;
 use crate::ir::{Lit, Op};
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::size_cell::SizeCell;
 use crate::symint::{SizeExpr, VarRef};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -174,7 +173,8 @@ impl Tensor {
         new_shape[d] = SizeExpr::var(var);
         let mut bound: Vec<usize> = host.shape().to_vec();
         bound[d] = upper_bound;
-        let mut sizes: Vec<Option<Arc<SizeCell>>> = vec![None; shape.len()];
+        let mut sizes: crate::runtime::device_data::SizeCells =
+            smallvec::smallvec![None; shape.len()];
         sizes[d] = Some(cell);
         let data = DeviceData::from_host(self.device().clone(), host, bound, sizes);
         Ok(Tensor::data(self.device(), self.dtype(), new_shape, data))

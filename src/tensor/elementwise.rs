@@ -8,7 +8,7 @@ use crate::ir::node::shape_string;
 use crate::ir::node::Inputs;
 use crate::ir::{BinaryOp, CmpOp, Op, UnaryOp};
 use crate::ir::{Lit, Node};
-use crate::symint::SizeExpr;
+use crate::symint::{Shape, SizeExpr};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ fn priority(t: &Tensor) -> Priority {
 
 /// The broadcast shape of two shapes (right-aligned, size 1 stretches);
 /// panics with the message of [`try_broadcast_shapes`].
-pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr]) -> Vec<SizeExpr> {
+pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr]) -> Shape {
     try_broadcast_shapes(op, a, b).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -40,7 +40,7 @@ pub(crate) fn try_broadcast_shapes(
     op: &'static str,
     a: &[SizeExpr],
     b: &[SizeExpr],
-) -> crate::Result<Vec<SizeExpr>> {
+) -> crate::Result<Shape> {
     let r = a.len().max(b.len());
     let one = SizeExpr::constant(1);
     (0..r)
@@ -80,7 +80,7 @@ impl Tensor {
     /// the nodes defining `shape`'s dynamic sizes.
     pub(crate) fn broadcast_to(&self, shape: &[SizeExpr], others: &[&Tensor]) -> Tensor {
         let node = self.node();
-        if node.shape == shape {
+        if node.shape[..] == *shape {
             return self.clone();
         }
         let candidates: Vec<Arc<Node>> = others.iter().map(|t| t.node()).collect();
@@ -435,14 +435,14 @@ impl Tensor {
 /// The op broadcasting `from` into `to` (right-aligned).
 fn broadcast_op(from: &[SizeExpr], to: &[SizeExpr]) -> Op {
     Op::Broadcast {
-        shape: to.to_vec(),
+        shape: to.iter().cloned().collect(),
         dims: (to.len() - from.len()..to.len()).collect(),
     }
 }
 
 /// `x` broadcast to `shape`, whose dynamic sizes `other` defines.
 fn broadcast_node(x: &Arc<Node>, shape: &[SizeExpr], other: &Arc<Node>) -> Arc<Node> {
-    if x.shape == shape {
+    if x.shape[..] == *shape {
         return x.clone();
     }
     let deps = size_deps_for(shape, std::slice::from_ref(other));

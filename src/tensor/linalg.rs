@@ -58,7 +58,7 @@ impl Tensor {
             });
         let full = |s: &[crate::symint::SizeExpr], t: &Tensor| {
             let mut shape = batch.clone();
-            shape.extend_from_slice(&s[s.len() - 2..]);
+            shape.extend(s[s.len() - 2..].iter().cloned());
             t.broadcast_to(&shape, &[])
         };
         let (a3, b3) = (full(&sa, &a2), full(&sb, &b2));

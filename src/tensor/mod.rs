@@ -21,7 +21,7 @@ use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
 use crate::runtime::registry;
-use crate::symint::{SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr, SymInt};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -249,7 +249,7 @@ impl Tensor {
         shape_string(&self.node().shape)
     }
 
-    pub(crate) fn shape_exprs(&self) -> Vec<SizeExpr> {
+    pub(crate) fn shape_exprs(&self) -> Shape {
         self.node().shape.clone()
     }
 

@@ -4,7 +4,7 @@ use super::dim::{DimIndex, ResolveDim};
 use super::{size_deps_for, Tensor};
 use crate::dtype::DType;
 use crate::ir::{ArgKind, Op, ReduceKind};
-use crate::symint::SizeExpr;
+use crate::symint::{Shape, SizeExpr};
 use smallvec::SmallVec;
 
 impl Tensor {
@@ -70,7 +70,7 @@ impl Tensor {
 
     /// `reduced` with size-1 dims put back at `dims` of `original`.
     pub(crate) fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
-        let shape: Vec<SizeExpr> = original
+        let shape: Shape = original
             .shape_exprs()
             .iter()
             .enumerate()

@@ -7,7 +7,7 @@ use crate::dtype::{result_type, Priority};
 use crate::ir::infer::size_mismatch;
 use crate::ir::node::shape_string;
 use crate::ir::Op;
-use crate::symint::{SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr, SymInt};
 use smallvec::SmallVec;
 
 impl Tensor {
@@ -23,7 +23,7 @@ impl Tensor {
             panic!("reshape: {shape:?} may hold one -1 and otherwise non-negative sizes (input shape {})", shape_string(&input));
         }
         let known = shape.iter().filter(|&&s| s != -1).product::<i64>();
-        let out: Vec<SizeExpr> = shape
+        let out: Shape = shape
             .iter()
             .map(|&s| {
                 if s != -1 {
@@ -47,7 +47,7 @@ impl Tensor {
     }
 
     /// Reshape to size expressions; `others` may define their variables.
-    pub(crate) fn reshape_exprs(&self, shape: Vec<SizeExpr>, others: &[&Tensor]) -> Tensor {
+    pub(crate) fn reshape_exprs(&self, shape: Shape, others: &[&Tensor]) -> Tensor {
         if shape == self.shape_exprs() {
             return self.clone();
         }
@@ -135,7 +135,7 @@ impl Tensor {
             );
         }
         let offset = sizes.len() - input.len();
-        let target: Vec<SizeExpr> = sizes
+        let target: Shape = sizes
             .iter()
             .enumerate()
             .map(|(i, s)| {
