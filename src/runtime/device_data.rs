@@ -81,7 +81,7 @@ impl DeviceData {
             crate::Error::internal("upload", "data with neither a buffer nor host data")
         })?;
         let b = self.device.backend().upload(host, bound)?;
-        metrics::inc("TransferToDevice");
+        metrics::inc(metrics::Counter::TransferToDevice);
         let _ = self.buffer.set(b.clone());
         *pending = None;
         Ok(b)

@@ -34,7 +34,7 @@ pub(crate) fn materialize_all(sizes: &[SymInt]) -> Result<Vec<i64>> {
         .iter()
         .all(|v| v.0.cell.get().is_some_and(|c| c.known().is_some()));
     if !all_known {
-        metrics::inc("SizeMaterialization");
+        metrics::inc(metrics::Counter::SizeMaterialization);
         let pending: Vec<VarRef> = vars
             .iter()
             .filter(|v| v.0.cell.get().is_none())

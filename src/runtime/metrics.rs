@@ -5,96 +5,149 @@
 //! assert_eq!(lazyxla::metrics::counter("UncachedCompile"), 0);
 //! println!("{}", lazyxla::metrics::report());
 //! ```
+//!
+//! The set is closed (an enum each), so counting is one relaxed atomic
+//! add: the runtime counts on every step, and a captured step's replay
+//! takes a few microseconds in all.
 
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Default)]
-struct TimerStat {
-    count: u64,
-    total: Duration,
-    max: Duration,
+macro_rules! named {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum $name { $($(#[$vm])* $v),* }
+
+        impl $name {
+            const ALL: &'static [$name] = &[$($name::$v),*];
+
+            fn name(self) -> &'static str {
+                match self { $($name::$v => stringify!($v)),* }
+            }
+
+            fn named(name: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|c| c.name() == name)
+            }
+        }
+    };
 }
 
-#[derive(Default)]
-struct Metrics {
-    counters: BTreeMap<&'static str, u64>,
-    timers: BTreeMap<&'static str, TimerStat>,
-}
+named!(
+    /// An event lazyxla counts.
+    Counter {
+        MarkStep,
+        UncachedCompile,
+        CachedCompile,
+        ExecuteGraph,
+        TransferToDevice,
+        TransferFromDevice,
+        SizeMaterialization,
+        CompileCacheEviction,
+        StepRecording,
+        StepReplay,
+    }
+);
 
-static METRICS: LazyLock<Mutex<Metrics>> = LazyLock::new(|| Mutex::new(Metrics::default()));
+named!(
+    /// A span of work lazyxla times (the names are the report's, as in
+    /// PyTorch/XLA).
+    #[allow(clippy::enum_variant_names)]
+    Timer {
+        CompileTime,
+        TraceTime,
+        ExecuteTime,
+        DeviceWaitTime,
+    }
+);
 
-/// The value of a counter (0 when it was never incremented).
+static COUNTS: [AtomicU64; Counter::ALL.len()] = [const { AtomicU64::new(0) }; Counter::ALL.len()];
+
+/// Per timer: how many spans, their total and their maximum, in ns.
+static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
+    [const { [const { AtomicU64::new(0) }; 3] }; Timer::ALL.len()];
+
+/// The value of a counter (0 when it was never incremented, or for a name
+/// that is not a counter).
 ///
 /// Counters: `MarkStep`, `UncachedCompile`, `CachedCompile`,
 /// `ExecuteGraph`, `TransferToDevice`, `TransferFromDevice`,
 /// `SizeMaterialization`, `CompileCacheEviction`, and for captured steps
 /// (`capture`) `StepRecording` and `StepReplay`.
 pub fn counter(name: &str) -> u64 {
-    METRICS.lock().counters.get(name).copied().unwrap_or(0)
+    Counter::named(name).map_or(0, |c| COUNTS[c as usize].load(Relaxed))
 }
 
 /// Sets every counter and timer back to zero.
 pub fn reset() {
-    let mut m = METRICS.lock();
-    m.counters.clear();
-    m.timers.clear();
+    for c in &COUNTS {
+        c.store(0, Relaxed);
+    }
+    for c in TIMES.iter().flatten() {
+        c.store(0, Relaxed);
+    }
 }
 
-/// A human-readable table of every counter and timer: `CompileTime`,
-/// `TraceTime`, `ExecuteTime` (starting a program: on XLA it runs on
-/// asynchronously) and `DeviceWaitTime` (waiting for the previous program,
-/// see `Device::synchronize`).
+/// A human-readable table of every counter and timer that is not zero:
+/// `CompileTime`, `TraceTime`, `ExecuteTime` (starting a program: on XLA
+/// it runs on asynchronously) and `DeviceWaitTime` (waiting for the
+/// previous program, see `Device::synchronize`).
 pub fn report() -> String {
-    let m = METRICS.lock();
+    let mut counters: Vec<(&str, u64)> = Counter::ALL
+        .iter()
+        .map(|&c| (c.name(), COUNTS[c as usize].load(Relaxed)))
+        .filter(|&(_, v)| v > 0)
+        .collect();
+    counters.sort();
     let mut out = String::from("lazyxla metrics\n  counters:\n");
-    for (name, v) in &m.counters {
+    for (name, v) in counters {
         out.push_str(&format!("    {name:<22} {v}\n"));
     }
+    let mut timers: Vec<(&str, [u64; 3])> = Timer::ALL
+        .iter()
+        .map(|&t| {
+            (
+                t.name(),
+                TIMES[t as usize].each_ref().map(|a| a.load(Relaxed)),
+            )
+        })
+        .filter(|&(_, [count, _, _])| count > 0)
+        .collect();
+    timers.sort();
     out.push_str("  timers:\n");
-    for (name, t) in &m.timers {
-        let mean = if t.count > 0 {
-            t.total / t.count as u32
-        } else {
-            Duration::ZERO
-        };
+    for (name, [count, total, max]) in timers {
+        let (total, max) = (Duration::from_nanos(total), Duration::from_nanos(max));
         out.push_str(&format!(
-            "    {name:<22} count={} total={:.3?} mean={:.3?} max={:.3?}\n",
-            t.count, t.total, mean, t.max
+            "    {name:<22} count={count} total={total:.3?} mean={:.3?} max={max:.3?}\n",
+            total / count as u32,
         ));
     }
     out
 }
 
-/// The total time recorded by a timer.
+/// The total time recorded by a timer (zero for a name that is not one).
 pub fn timer_total(name: &str) -> Duration {
-    METRICS
-        .lock()
-        .timers
-        .get(name)
-        .map(|t| t.total)
-        .unwrap_or_default()
+    Timer::named(name).map_or(Duration::ZERO, |t| {
+        Duration::from_nanos(TIMES[t as usize][1].load(Relaxed))
+    })
 }
 
-pub(crate) fn inc(name: &'static str) {
-    add(name, 1)
+pub(crate) fn inc(c: Counter) {
+    add(c, 1)
 }
 
-pub(crate) fn add(name: &'static str, n: u64) {
-    *METRICS.lock().counters.entry(name).or_insert(0) += n;
+pub(crate) fn add(c: Counter, n: u64) {
+    COUNTS[c as usize].fetch_add(n, Relaxed);
 }
 
-/// Runs `f`, recording its duration under `name`.
-pub(crate) fn time<R>(name: &'static str, f: impl FnOnce() -> R) -> R {
+/// Runs `f`, recording its duration under `timer`.
+pub(crate) fn time<R>(timer: Timer, f: impl FnOnce() -> R) -> R {
     let start = Instant::now();
     let r = f();
-    let d = start.elapsed();
-    let mut m = METRICS.lock();
-    let t = m.timers.entry(name).or_default();
-    t.count += 1;
-    t.total += d;
-    t.max = t.max.max(d);
+    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let [count, total, max] = &TIMES[timer as usize];
+    count.fetch_add(1, Relaxed);
+    total.fetch_add(ns, Relaxed);
+    max.fetch_max(ns, Relaxed);
     r
 }

@@ -44,7 +44,7 @@ pub(crate) fn executions() -> u64 {
 /// assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
 /// ```
 pub fn mark_step() -> crate::Result<()> {
-    metrics::inc("MarkStep");
+    metrics::inc(metrics::Counter::MarkStep);
     let pending = registry::pending();
     let mut devices: Vec<Device> = Vec::new();
     for t in &pending {
@@ -192,25 +192,29 @@ fn run(
     include: &[Arc<Node>],
     size_requests: &[VarRef],
 ) -> Result<Ran> {
-    let mut traced = metrics::time("TraceTime", || trace(outputs, include, size_requests))?;
+    let mut traced = metrics::time(metrics::Timer::TraceTime, || {
+        trace(outputs, include, size_requests)
+    })?;
     let key = (device.id(), std::mem::take(&mut traced.key));
     let exe = match cache::get(&key) {
         Some(exe) => {
-            metrics::inc("CachedCompile");
+            metrics::inc(metrics::Counter::CachedCompile);
             exe
         }
         None => {
-            let exe = metrics::time("CompileTime", || {
+            let exe = metrics::time(metrics::Timer::CompileTime, || {
                 device.backend().compile(&traced.program())
             })?;
-            metrics::inc("UncachedCompile");
+            metrics::inc(metrics::Counter::UncachedCompile);
             cache::put(key, exe.clone());
             exe
         }
     };
     let args = traced.args()?;
-    let outputs = metrics::time("ExecuteTime", || device.backend().execute(&exe, args))?;
-    metrics::inc("ExecuteGraph");
+    let outputs = metrics::time(metrics::Timer::ExecuteTime, || {
+        device.backend().execute(&exe, args)
+    })?;
+    metrics::inc(metrics::Counter::ExecuteGraph);
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     Ok(Ran {
         outputs,

@@ -36,7 +36,7 @@ impl Tensor {
         }
         let buffer = data.buffer()?;
         let host = data.device.backend().download(&buffer, &shape)?;
-        metrics::inc("TransferFromDevice");
+        metrics::inc(metrics::Counter::TransferFromDevice);
         Ok(host)
     }
 

@@ -177,7 +177,7 @@ impl PjrtBackend {
         let Some(event) = event else {
             return Ok(());
         };
-        metrics::time("DeviceWaitTime", || event.wait()).map_err(|e| Error::Backend {
+        metrics::time(metrics::Timer::DeviceWaitTime, || event.wait()).map_err(|e| Error::Backend {
             backend: self.name.clone(),
             op,
             message: format!(

@@ -183,7 +183,7 @@ where
 
     let pending_nodes: Vec<Arc<Node>> = pending.iter().map(Tensor::node).collect();
     let synced = sync::sync_program(&pending)?;
-    metrics::inc("StepRecording");
+    metrics::inc(metrics::Counter::StepRecording);
     let root_of = |t: &Tensor| -> Option<usize> {
         let i = pending.iter().position(|p| p.is(t))?;
         let roots = &synced.as_ref()?.roots;

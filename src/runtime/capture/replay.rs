@@ -79,7 +79,7 @@ pub(super) fn replay(
 
     let _lock = sync::lock();
     let Some(exe) = &v.program else {
-        metrics::inc("StepReplay");
+        metrics::inc(metrics::Counter::StepReplay);
         return returned(v, inputs, None).map(Some);
     };
     let mut params = Vec::with_capacity(data.len());
@@ -93,11 +93,11 @@ pub(super) fn replay(
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
-    let out = metrics::time("ExecuteTime", || {
+    let out = metrics::time(metrics::Timer::ExecuteTime, || {
         v.device.backend().execute(exe, ExecArgs { params, vars })
     })?;
-    metrics::inc("ExecuteGraph");
-    metrics::inc("StepReplay");
+    metrics::inc(metrics::Counter::ExecuteGraph);
+    metrics::inc(metrics::Counter::StepReplay);
     let mut results = Results {
         v,
         inputs: nodes,
