@@ -104,6 +104,10 @@ fn step_time(run_step: &mut dyn FnMut(), steps: u32) -> Duration {
     start.elapsed() / steps
 }
 
+/// Rounds per comparison: this shared 2-core machine swings single rounds
+/// by ±20%, so the report gives medians and the range.
+const ROUNDS: usize = 11;
+
 /// Times the step and its executable alone, interleaved in rounds so that
 /// machine noise hits both alike, and prints lazyxla's share: the part of
 /// the step's wall time not explained by the executable.
@@ -113,7 +117,7 @@ fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
         return;
     }
     // Per round, in microseconds: [step, chained, pipelined, blocking].
-    let rounds: Vec<[f64; 4]> = (0..7)
+    let rounds: Vec<[f64; 4]> = (0..ROUNDS)
         .map(|_| {
             let step = step_time(run_step, steps);
             let a = executable_alone(run_step, steps);
@@ -131,7 +135,7 @@ fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
     };
     println!(
         "{name}: step {:.1} us; executable alone {:.1} us chained, {:.1} us pipelined, \
-         {:.1} us blocking (medians of 7 interleaved rounds); lazyxla's share of the step \
+         {:.1} us blocking (medians of {ROUNDS} interleaved rounds); lazyxla's share of the step \
          (rounds' range) = {} against the chained executable, {} against the pipelined one, \
          {} against the blocking one (target <= 10%)",
         time(0),
