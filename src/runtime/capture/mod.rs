@@ -369,6 +369,19 @@ struct OutputTemplate {
     in_place: bool,
 }
 
+impl OutputTemplate {
+    /// True when this result is static and `n` has exactly its dtype and
+    /// shape.
+    fn is_static_type_of(&self, n: &Node) -> bool {
+        n.dtype == self.dtype
+            && n.shape.len() == self.dims.len()
+            && n.shape
+                .iter()
+                .zip(&self.dims)
+                .all(|(e, d)| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)))
+    }
+}
+
 enum DimTemplate {
     Static(i64),
     /// The size of dimension `dim` of input `input` (the same variable).

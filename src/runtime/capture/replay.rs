@@ -114,8 +114,7 @@ pub(super) fn replay(
         if let Some(inner) = w.upgrade() {
             let t = Tensor::from_inner(inner);
             if let Some(buffer) = results.take_in_place(*i) {
-                let static_dims = &v.outputs[*i].dims;
-                let fits = |n: &Node| same_static_shape(n, static_dims);
+                let fits = |n: &Node| v.outputs[*i].is_static_type_of(n);
                 match t.replace_buffer(buffer, fits) {
                     Ok(()) => continue,
                     Err(buffer) => results.buffers[*i] = Some((buffer, Vec::new())),
@@ -138,8 +137,7 @@ pub(super) fn replay(
         // backward makes a new gradient tensor.
         if let (Some(buffer), Some(old)) = (results.take_in_place(i), grad.as_ref()) {
             let unshared = Arc::strong_count(&old.inner) == 1;
-            let static_dims = &v.outputs[i].dims;
-            let fits = |n: &Node| unshared && same_static_shape(n, static_dims);
+            let fits = |n: &Node| unshared && v.outputs[i].is_static_type_of(n);
             match old.replace_buffer(buffer, fits) {
                 Ok(()) => continue,
                 Err(buffer) => results.buffers[i] = Some((buffer, Vec::new())),
@@ -216,15 +214,6 @@ impl Results<'_> {
         self.nodes[i] = Some(n.clone());
         Ok(n)
     }
-}
-
-/// True when `n`'s shape is exactly the static `dims`.
-fn same_static_shape(n: &Node, dims: &[DimTemplate]) -> bool {
-    n.shape.len() == dims.len()
-        && n.shape
-            .iter()
-            .zip(dims)
-            .all(|(e, d)| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)))
 }
 
 /// A tensor holding a parameter's data, and its node.
