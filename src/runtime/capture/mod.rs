@@ -329,12 +329,9 @@ impl StateGuard {
 
     /// True when `n` has the recorded dtype and shape.
     fn admits(&self, n: &Node) -> bool {
-        n.dtype == self.dtype
-            && n.shape.len() == self.dims.len()
-            && n.shape
-                .iter()
-                .zip(&self.dims)
-                .all(|(e, &(c, hi))| e.as_const() == c && e.hi() == hi)
+        has_type(n, self.dtype, &self.dims, |e, &(c, hi)| {
+            e.as_const() == c && e.hi() == hi
+        })
     }
 }
 
@@ -373,13 +370,26 @@ impl OutputTemplate {
     /// True when this result is static and `n` has exactly its dtype and
     /// shape.
     fn is_static_type_of(&self, n: &Node) -> bool {
-        n.dtype == self.dtype
-            && n.shape.len() == self.dims.len()
-            && n.shape
-                .iter()
-                .zip(&self.dims)
-                .all(|(e, d)| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)))
+        has_type(
+            n,
+            self.dtype,
+            &self.dims,
+            |e, d| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)),
+        )
     }
+}
+
+/// True when `n` has `dtype` and one dimension per entry of `dims`, each
+/// accepted by `dim_fits`.
+fn has_type<T>(
+    n: &Node,
+    dtype: DType,
+    dims: &[T],
+    dim_fits: impl Fn(&crate::symint::SizeExpr, &T) -> bool,
+) -> bool {
+    n.dtype == dtype
+        && n.shape.len() == dims.len()
+        && n.shape.iter().zip(dims).all(|(e, d)| dim_fits(e, d))
 }
 
 enum DimTemplate {
