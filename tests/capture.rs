@@ -179,6 +179,25 @@ backend_test! {
 }
 
 backend_test! {
+    fn gradients_cleared_before_each_call_replay() {
+        // The gradient is absent at every call, so every replay creates it.
+        let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
+        let mut step = capture(|x: &[Tensor]| {
+            let loss = (&w * &x[0]).sum();
+            loss.backward();
+            vec![loss]
+        });
+        for k in 0..4 {
+            w.zero_grad();
+            let x = Tensor::from_vec(vec![k as f32, 1.0], &[2]).unwrap();
+            step.run(&[x]).unwrap();
+            assert_eq!(values(&w.grad().unwrap()), vec![k as f32, 1.0]);
+        }
+        assert_eq!(step.recordings(), 1);
+    }
+}
+
+backend_test! {
     fn dropout_draws_a_new_mask_on_every_replay() {
         let drop = Dropout::new(0.5, 7);
         let mut step = capture(|x: &[Tensor]| vec![drop.forward(&x[0])]);

@@ -2,7 +2,7 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{BufferRef, ExecArgs, SizeArg, TensorData};
+use crate::backend::{ExecArgs, SizeArg, TensorData};
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
@@ -113,14 +113,9 @@ pub(super) fn replay(
     for (w, i) in &v.assigned {
         if let Some(inner) = w.upgrade() {
             let t = Tensor::from_inner(inner);
-            if let Some(buffer) = results.take_in_place(*i) {
-                let fits = |n: &Node| v.outputs[*i].is_static_type_of(n);
-                match t.replace_buffer(buffer, fits) {
-                    Ok(()) => continue,
-                    Err(buffer) => results.buffers[*i] = Some((buffer, Vec::new())),
-                }
+            if !results.move_into(*i, &t) {
+                t.rebind(results.node(*i)?);
             }
-            t.rebind(results.node(*i)?);
         }
     }
     for g in &v.grads {
@@ -135,12 +130,9 @@ pub(super) fn replay(
         // A gradient nobody else holds takes the new value in place; one a
         // caller still holds keeps its value, as in eager code, where every
         // backward makes a new gradient tensor.
-        if let (Some(buffer), Some(old)) = (results.take_in_place(i), grad.as_ref()) {
-            let unshared = Arc::strong_count(&old.inner) == 1;
-            let fits = |n: &Node| unshared && v.outputs[i].is_static_type_of(n);
-            match old.replace_buffer(buffer, fits) {
-                Ok(()) => continue,
-                Err(buffer) => results.buffers[i] = Some((buffer, Vec::new())),
+        if let Some(old) = grad.as_ref() {
+            if Arc::strong_count(&old.inner) == 1 && results.move_into(i, old) {
+                continue;
             }
         }
         *grad = Some(Tensor::from_node(results.node(i)?, &v.device));
@@ -184,12 +176,25 @@ struct Results<'a> {
 }
 
 impl Results<'_> {
-    /// Result `i`'s buffer, if it may be moved in place and is still here.
-    fn take_in_place(&mut self, i: usize) -> Option<BufferRef> {
-        if !self.v.outputs[i].in_place {
-            return None;
+    /// Moves result `i` into `t`'s data in place, if the recording allows
+    /// it and `t` has the result's type and unshared data
+    /// (`Tensor::replace_buffer`). False when it did not: the result is
+    /// still here for [`Results::node`].
+    fn move_into(&mut self, i: usize, t: &Tensor) -> bool {
+        let template = &self.v.outputs[i];
+        if !template.in_place {
+            return false;
         }
-        self.buffers[i].take().map(|(b, _)| b)
+        let Some((buffer, sizes)) = self.buffers[i].take() else {
+            return false;
+        };
+        match t.replace_buffer(buffer, |n| template.is_static_type_of(n)) {
+            Ok(()) => true,
+            Err(buffer) => {
+                self.buffers[i] = Some((buffer, sizes));
+                false
+            }
+        }
     }
 
     /// Result `i` as a data node, its sizes named by the template.
