@@ -179,6 +179,43 @@ backend_test! {
 }
 
 backend_test! {
+    fn returned_tensors_are_reused_only_once_dropped() {
+        // A replay moves a result into the tensor it returned in the same
+        // place last time, when nothing else holds that tensor. Values a
+        // caller holds, or that pending work reads, never change.
+        let mut step = capture(|x: &[Tensor]| {
+            let pos = x[0].masked_select(&x[0].gt_scalar(0.0)); // [<=4]
+            vec![&pos * 2.0, pos.sum()]
+        });
+        let mut run = |v: [f32; 4]| step.run(&[Tensor::from_vec(v.to_vec(), &[4]).unwrap()]).unwrap();
+        drop(run([1.0, -1.0, 2.0, 3.0])); // recorded
+        drop(run([1.0, -1.0, 2.0, 3.0])); // replayed into new tensors
+        assert_eq!(counter("InPlaceResult"), 0);
+        let held = run([4.0, -1.0, -1.0, -1.0]); // into the dropped ones
+        assert_eq!(counter("InPlaceResult"), 2);
+        assert_eq!(held[0].size(0).materialize().unwrap(), 1);
+        let next = run([1.0, 1.0, 1.0, -1.0]);
+        assert_eq!(counter("InPlaceResult"), 2, "held tensors are not reused");
+        assert_eq!(values(&held[0]), vec![8.0]);
+        assert_eq!(values(&held[1]), vec![4.0]);
+        assert_eq!(values(&next[0]), vec![2.0, 2.0, 2.0]);
+        let pending = &next[0] + 1.0;
+        drop(next);
+        let last = run([-1.0, -1.0, -1.0, 5.0]);
+        assert_eq!(counter("InPlaceResult"), 3, "only the sum was free to reuse");
+        assert_eq!(values(&pending), vec![3.0, 3.0, 3.0]);
+        assert_eq!(values(&last[0]), vec![10.0]);
+        assert_eq!(values(&last[1]), vec![5.0]);
+        drop(last);
+        let empty = run([-1.0; 4]);
+        assert_eq!(empty[0].size(0).materialize().unwrap(), 0);
+        assert_eq!(values(&empty[1]), vec![0.0]);
+        assert_eq!(counter("InPlaceResult"), 5);
+        assert_eq!(step.recordings(), 1);
+    }
+}
+
+backend_test! {
     fn gradients_cleared_before_each_call_replay() {
         // The gradient is absent at every call, so every replay creates it.
         let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);

@@ -43,11 +43,9 @@ impl std::fmt::Debug for DeviceData {
 impl DeviceData {
     /// Data already on the device (a program's result).
     pub fn on_device(device: Device, buffer: BufferRef, sizes: SizeCells) -> DeviceData {
-        let cell = OnceLock::new();
-        let _ = cell.set(buffer);
         DeviceData {
             device,
-            buffer: cell,
+            buffer: OnceLock::from(buffer),
             pending: Mutex::new(None),
             sizes,
         }
@@ -94,15 +92,14 @@ impl DeviceData {
         Ok((self.buffer()?, sizes))
     }
 
-    /// Puts `buffer` in place of this static data's buffer (only data
-    /// that is on the device and has no dynamic dimension; else the buffer
-    /// comes back). The caller guarantees its dtype and shape.
-    pub fn replace_buffer(&mut self, buffer: BufferRef) -> Result<(), BufferRef> {
-        if self.buffer.get().is_none() || self.sizes.iter().any(Option::is_some) {
-            return Err(buffer);
-        }
+    /// Puts a program's result in place of this data: `buffer` and the
+    /// `sizes` of its dynamic dimensions. The caller guarantees that they
+    /// have the dtype and rank of the node holding this data, and gives
+    /// that node the result's shape.
+    pub fn replace(&mut self, buffer: BufferRef, sizes: SizeCells) {
         self.buffer = OnceLock::from(buffer);
-        Ok(())
+        *self.pending.get_mut() = None;
+        self.sizes = sizes;
     }
 
     /// The exact host data, if it was never uploaded.

@@ -46,6 +46,7 @@ named!(
         CompileCacheEviction,
         StepRecording,
         StepReplay,
+        InPlaceResult,
     }
 );
 
@@ -73,7 +74,10 @@ static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
 /// Counters: `MarkStep`, `UncachedCompile`, `CachedCompile`,
 /// `ExecuteGraph`, `TransferToDevice`, `TransferFromDevice`,
 /// `SizeMaterialization`, `CompileCacheEviction`, and for captured steps
-/// (`capture`) `StepRecording` and `StepReplay`.
+/// (`capture`) `StepRecording`, `StepReplay` and `InPlaceResult` (a
+/// replay's result moved into a tensor that already existed, without
+/// allocating a new one: the state it updates, a gradient, or a value it
+/// returned last time that the caller has dropped).
 pub fn counter(name: &str) -> u64 {
     Counter::named(name).map_or(0, |c| COUNTS[c as usize].load(Relaxed))
 }

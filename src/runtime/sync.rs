@@ -1,13 +1,13 @@
 //! Sync: turn pending graphs into device data.
 
 use super::canonical::trace;
-use super::device_data::DeviceData;
+use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
 use super::{cache, metrics, registry};
 use crate::backend::{ExecOutputs, ExecutableRef, SizeArg};
 use crate::device::Device;
 use crate::ir::{Node, Op};
-use crate::symint::VarRef;
+use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::Tensor;
 use crate::Result;
 use parking_lot::Mutex;
@@ -95,12 +95,13 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     let mut ran = run(&device, &roots, &[], &[])?;
     let mut data_nodes = Vec::with_capacity(roots.len());
     for (root, (buffer, sizes)) in roots.iter().zip(ran.outputs.tensors.drain(..)) {
+        let cells = size_cells(&device, &root.shape, sizes);
         data_nodes.push(data_node(
             &device,
             root.dtype,
             root.shape.clone(),
             buffer,
-            sizes,
+            cells,
         ));
     }
     for t in tensors {
@@ -134,19 +135,13 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
     let _ = v.0.cell.set(c);
 }
 
-/// A data leaf holding a program's result of type `dtype` and `shape`;
-/// binds the size variables that the result's dims are, unless they
-/// already have a value.
-pub(crate) fn data_node(
-    device: &Device,
-    dtype: crate::DType,
-    shape: crate::symint::Shape,
-    buffer: crate::backend::BufferRef,
-    sizes: Vec<SizeArg>,
-) -> Arc<Node> {
-    let mut cells = crate::runtime::device_data::SizeCells::with_capacity(shape.len());
+/// The size cells of a program's result of `shape` from its size outputs
+/// (one per dynamic dimension, in order); binds the size variables that
+/// the dims are, unless they already have a value.
+pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Vec<SizeArg>) -> SizeCells {
+    let mut cells = SizeCells::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
-    for d in &shape {
+    for d in shape {
         if d.as_const().is_some() {
             cells.push(None);
             continue;
@@ -157,6 +152,18 @@ pub(crate) fn data_node(
         }
         cells.push(Some(c));
     }
+    cells
+}
+
+/// A data leaf holding a program's result of type `dtype` and `shape`,
+/// its sizes in `cells` (see [`size_cells`]).
+pub(crate) fn data_node(
+    device: &Device,
+    dtype: crate::DType,
+    shape: Shape,
+    buffer: crate::backend::BufferRef,
+    cells: SizeCells,
+) -> Arc<Node> {
     let data = DeviceData::on_device(device.clone(), buffer, cells);
     Node::new(
         Op::Data {

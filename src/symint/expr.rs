@@ -32,11 +32,15 @@ pub(crate) enum SizeExpr {
 #[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Linear {
     constant: i64,
-    /// Sorted by atom, no zero coefficients, no repeated atoms.
-    terms: Vec<(Atom, i64)>,
+    /// Sorted by atom, no zero coefficients, no repeated atoms. Inline
+    /// for one term: most dynamic sizes are a variable, possibly scaled
+    /// or offset, and building one must cost a single allocation.
+    terms: Terms,
     lo: i64,
     hi: i64,
 }
+
+type Terms = smallvec::SmallVec<[(Atom, i64); 1]>;
 
 /// A non-linear building block of an expression, with its bounds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,7 +81,7 @@ fn sat_mul(a: i64, b: i64) -> i64 {
 }
 
 impl SizeExpr {
-    fn build(constant: i64, terms: Vec<(Atom, i64)>) -> SizeExpr {
+    fn build(constant: i64, terms: Terms) -> SizeExpr {
         if terms.is_empty() {
             return SizeExpr::Const(constant);
         }
@@ -97,7 +101,7 @@ impl SizeExpr {
 
     /// A constant.
     pub fn constant(c: i64) -> SizeExpr {
-        SizeExpr::build(c, Vec::new())
+        SizeExpr::build(c, Terms::new())
     }
 
     /// A variable.
@@ -116,7 +120,7 @@ impl SizeExpr {
             // `x >= 0`); folding keeps equality checks simple.
             return SizeExpr::constant(a.lo);
         }
-        SizeExpr::build(0, vec![(a, 1)])
+        SizeExpr::build(0, smallvec::smallvec![(a, 1)])
     }
 
     /// The smallest possible value.
@@ -240,8 +244,7 @@ impl SizeExpr {
 
     /// `self + other`.
     pub fn add(&self, other: &SizeExpr) -> SizeExpr {
-        let mut terms: Vec<(Atom, i64)> =
-            Vec::with_capacity(self.terms().len() + other.terms().len());
+        let mut terms: Terms = Terms::with_capacity(self.terms().len() + other.terms().len());
         let (mut i, mut j) = (0, 0);
         let (a, b) = (self.terms(), other.terms());
         while i < a.len() || j < b.len() {

@@ -20,6 +20,7 @@ use crate::dtype::DType;
 use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
+use crate::runtime::device_data::SizeCells;
 use crate::runtime::registry;
 use crate::symint::{Shape, SizeExpr, SymInt};
 use parking_lot::Mutex;
@@ -148,34 +149,51 @@ impl Tensor {
         *self.inner.node.lock() = new;
     }
 
-    /// Moves `buffer` into this computed tensor's data, in place of its
-    /// buffer, when no other node or tensor shares that data and `fits`
-    /// accepts the node (the caller checks that the buffer has the node's
-    /// dtype and static shape). The tensor becomes a plain data leaf, as
-    /// after [`Tensor::rebind`]; the old buffer is released. Gives the buffer
-    /// back when the data is shared: the caller then builds a new node.
+    /// Puts a program's result into this computed tensor's own node and
+    /// data, in place, when no other node or tensor shares them and `fits`
+    /// accepts the node (the caller checks that the result has the node's
+    /// dtype and rank). `value` is called only then, for the result's
+    /// buffer, size cells and shape. The tensor becomes a plain data leaf,
+    /// as after [`Tensor::rebind`], and the old buffer is released. False
+    /// when the node or data is shared: the caller then builds a new node.
     ///
-    /// This is a captured step's cheapest rebinding: no node, no data, no
-    /// size to allocate, nothing to free but the old buffer.
-    pub(crate) fn replace_buffer(
+    /// This is a captured step's cheapest rebinding: no tensor, node or
+    /// data to allocate, nothing to free but the old buffer and sizes.
+    pub(crate) fn replace_value(
         &self,
-        buffer: crate::backend::BufferRef,
         fits: impl FnOnce(&Node) -> bool,
-    ) -> std::result::Result<(), crate::backend::BufferRef> {
+        value: impl FnOnce() -> crate::Result<(crate::backend::BufferRef, SizeCells, Shape)>,
+    ) -> crate::Result<bool> {
         let mut n = self.inner.node.lock();
         let Some(node) = Arc::get_mut(&mut n) else {
-            return Err(buffer);
+            return Ok(false);
         };
         if !matches!(node.op, Op::Data { .. }) || !fits(node) {
-            return Err(buffer);
+            return Ok(false);
         }
         let Some(data) = node.data.as_mut().and_then(Arc::get_mut) else {
-            return Err(buffer);
+            return Ok(false);
         };
-        data.replace_buffer(buffer)?;
+        let (buffer, cells, shape) = value()?;
+        data.replace(buffer, cells);
+        node.op = Op::Data {
+            dtype: node.dtype,
+            shape: shape.clone(),
+        };
+        node.shape = shape;
         node.requires_grad = false;
         node.grad_leaf = None;
-        Ok(())
+        Ok(true)
+    }
+
+    /// True when this handle is the only way to reach the tensor: no other
+    /// handle, no weak reference but the registry's, and no gradient state
+    /// (a captured step may then reuse it for its next result).
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+            && Arc::weak_count(&self.inner) == 1
+            && !self.inner.requires_grad.load(Ordering::Relaxed)
+            && self.inner.grad.lock().is_none()
     }
 
     /// Replaces this tensor's value with `value`'s: an in-place update, as

@@ -87,6 +87,12 @@ const MAX_VARIANTS: usize = 16;
 ///   twice: on the first call no gradient exists yet, on the second one
 ///   does.
 ///
+/// A replay writes the results into the tensors it updates in place, and
+/// into the tensors it returned last time if the caller has dropped
+/// them, so a loop that reads its outputs and lets them go allocates no
+/// tensors. The step keeps the tensors it last returned until its next
+/// call (or until it is dropped), and so their device memory.
+///
 /// ```
 /// use lazyxla::{capture, Tensor};
 /// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
@@ -138,8 +144,15 @@ where
             nodes = inputs.iter().map(Tensor::node).collect();
         }
         let signature = Signature::of(inputs, &nodes)?;
-        for v in self.variants.iter().filter(|v| v.signature == signature) {
-            if let Some(out) = replay::replay(v, inputs, &nodes)? {
+        for v in self
+            .variants
+            .iter_mut()
+            .filter(|v| v.signature == signature)
+        {
+            let mut kept = std::mem::take(&mut v.kept);
+            let out = replay::replay(v, &mut kept, inputs, &nodes);
+            v.kept = kept;
+            if let Some(out) = out? {
                 return Ok(out);
             }
         }
@@ -260,26 +273,28 @@ pub(super) struct Variant {
     grads: Vec<GradUpdate>,
     /// What `run` returns.
     returned: Vec<Returned>,
+    /// Per returned value, the tensor the last replay returned there when
+    /// its result may move in place: the next replay reuses it if the
+    /// caller has dropped it. Keeping it holds its buffer until then (at
+    /// most one step's returned values, as a caller holding them would).
+    kept: Vec<Option<Tensor>>,
 }
 
 impl Variant {
     /// Sets [`OutputTemplate::in_place`] once every destination is known.
     fn mark_in_place(&mut self) {
         let mut uses = vec![0usize; self.outputs.len()];
-        for &(_, i) in &self.assigned {
+        let assigned = self.assigned.iter().map(|&(_, i)| i);
+        let grads = self.grads.iter().filter_map(|g| g.set);
+        let returned = self.returned.iter().filter_map(|r| match r {
+            Returned::Output(i) => Some(*i),
+            _ => None,
+        });
+        for i in assigned.chain(grads).chain(returned) {
             uses[i] += 1;
-        }
-        for i in self.grads.iter().filter_map(|g| g.set) {
-            uses[i] += 1;
-        }
-        for r in &self.returned {
-            if let Returned::Output(i) = r {
-                // A returned result always gets a tensor of its own.
-                uses[*i] += 2;
-            }
         }
         for (o, u) in self.outputs.iter_mut().zip(uses) {
-            o.in_place = u == 1 && o.dims.iter().all(|d| matches!(d, DimTemplate::Static(_)));
+            o.in_place = u == 1;
         }
     }
 
@@ -360,22 +375,22 @@ enum Returned {
 struct OutputTemplate {
     dtype: DType,
     dims: SmallVec<[DimTemplate; 4]>,
-    /// Static, and received by exactly one tensor that existed before the
-    /// step (its new value) or one gradient: a replay may move the buffer
-    /// into that tensor's data in place (see `Tensor::replace_buffer`).
+    /// Received by exactly one tensor: one that existed before the step
+    /// (its new value), one gradient, or one value `run` returns. A replay
+    /// may then move the result into that tensor's node and data in place
+    /// (see `Tensor::replace_value`).
     in_place: bool,
 }
 
 impl OutputTemplate {
-    /// True when this result is static and `n` has exactly its dtype and
-    /// shape.
-    fn is_static_type_of(&self, n: &Node) -> bool {
-        has_type(
-            n,
-            self.dtype,
-            &self.dims,
-            |e, d| matches!(d, DimTemplate::Static(c) if e.as_const() == Some(*c)),
-        )
+    /// True when `n` has this result's dtype, rank and static sizes, and
+    /// is dynamic where the result is: its node may take the result in
+    /// place.
+    fn fits(&self, n: &Node) -> bool {
+        has_type(n, self.dtype, &self.dims, |e, d| match d {
+            DimTemplate::Static(c) => e.as_const() == Some(*c),
+            DimTemplate::Input { .. } | DimTemplate::Fresh(_) => e.as_const().is_none(),
+        })
     }
 }
 

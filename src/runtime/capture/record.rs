@@ -203,6 +203,7 @@ where
         assigned: Vec::new(),
         grads: Vec::new(),
         returned: Vec::new(),
+        kept: Vec::new(),
     };
     if let Some(s) = &synced {
         variant.program = Some(s.ran.exe.clone());

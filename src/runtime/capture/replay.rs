@@ -2,11 +2,11 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{ExecArgs, SizeArg, TensorData};
+use crate::backend::{BufferRef, ExecArgs, SizeArg, TensorData};
 use crate::ir::Node;
-use crate::runtime::device_data::DeviceData;
+use crate::runtime::device_data::{DeviceData, SizeCells};
 use crate::runtime::{metrics, sync};
-use crate::symint::{SizeExpr, VarRef};
+use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use smallvec::SmallVec;
@@ -16,8 +16,12 @@ use std::sync::Arc;
 /// match `v`'s signature). `Ok(None)` when the state no longer fits the
 /// recording (a tensor it reads is gone or changed shape, a gradient
 /// appeared or vanished): the caller records the step again.
+///
+/// `kept` holds, per value `run` returns, the tensor the last replay
+/// returned there (see [`Returned::Output`]).
 pub(super) fn replay(
     v: &Variant,
+    kept: &mut Vec<Option<Tensor>>,
     inputs: &[Tensor],
     nodes: &[Arc<Node>],
 ) -> Result<Option<Vec<Tensor>>> {
@@ -80,7 +84,7 @@ pub(super) fn replay(
     let _lock = sync::lock();
     let Some(exe) = &v.program else {
         metrics::inc(metrics::Counter::StepReplay);
-        return returned(v, inputs, None).map(Some);
+        return returned(v, kept, inputs, None).map(Some);
     };
     let mut params = Vec::with_capacity(data.len());
     for d in &data {
@@ -104,7 +108,7 @@ pub(super) fn replay(
         fresh: v
             .fresh
             .iter()
-            .map(|&(lo, hi)| VarRef::fresh(lo, hi))
+            .map(|&(lo, hi)| SizeExpr::var(VarRef::fresh(lo, hi)))
             .collect(),
         buffers: out.tensors.into_iter().map(Some).collect(),
         nodes: SmallVec::new(),
@@ -113,7 +117,7 @@ pub(super) fn replay(
     for (w, i) in &v.assigned {
         if let Some(inner) = w.upgrade() {
             let t = Tensor::from_inner(inner);
-            if !results.move_into(*i, &t) {
+            if !results.move_into(*i, &t)? {
                 t.rebind(results.node(*i)?);
             }
         }
@@ -131,36 +135,51 @@ pub(super) fn replay(
         // caller still holds keeps its value, as in eager code, where every
         // backward makes a new gradient tensor.
         if let Some(old) = grad.as_ref() {
-            if Arc::strong_count(&old.inner) == 1 && results.move_into(i, old) {
+            if Arc::strong_count(&old.inner) == 1 && results.move_into(i, old)? {
                 continue;
             }
         }
         *grad = Some(Tensor::from_node(results.node(i)?, &v.device));
     }
-    returned(v, inputs, Some(&mut results)).map(Some)
+    returned(v, kept, inputs, Some(&mut results)).map(Some)
 }
 
 /// The values `run` returns (`results`: none when the step computed
-/// nothing).
+/// nothing). A result goes into the tensor returned in its place last
+/// time when the caller has dropped that tensor (`Tensor::is_sole_handle`):
+/// a loop that reads its step's outputs and lets them go allocates no
+/// tensors for them.
 fn returned(
     v: &Variant,
+    kept: &mut Vec<Option<Tensor>>,
     inputs: &[Tensor],
     mut results: Option<&mut Results>,
 ) -> Result<Vec<Tensor>> {
-    v.returned
-        .iter()
-        .map(|r| match r {
+    kept.resize(v.returned.len(), None);
+    let mut out = Vec::with_capacity(v.returned.len());
+    for (r, slot) in v.returned.iter().zip(kept.iter_mut()) {
+        let t = match r {
             Returned::Output(i) => {
                 let results = results
                     .as_deref_mut()
                     .ok_or_else(|| Error::internal("capture", "a result without a program"))?;
-                Ok(Tensor::from_node(results.node(*i)?, &v.device))
+                match slot.take() {
+                    Some(t) if t.is_sole_handle() && results.move_into(*i, &t)? => t,
+                    _ => Tensor::from_node(results.node(*i)?, &v.device),
+                }
             }
-            Returned::Input(k) => Ok(inputs[*k].clone()),
-            Returned::Same(t) => Ok(t.clone()),
-            Returned::Const(n) => Ok(Tensor::from_node(n.clone(), &v.device)),
-        })
-        .collect()
+            Returned::Input(k) => inputs[*k].clone(),
+            Returned::Same(t) => t.clone(),
+            Returned::Const(n) => Tensor::from_node(n.clone(), &v.device),
+        };
+        if let Returned::Output(i) = r {
+            if v.outputs[*i].in_place {
+                *slot = Some(t.clone());
+            }
+        }
+        out.push(t);
+    }
+    Ok(out)
 }
 
 /// A replay's results: each one's buffer until it is moved into a tensor
@@ -169,32 +188,27 @@ struct Results<'a> {
     v: &'a Variant,
     /// The inputs' nodes.
     inputs: &'a [Arc<Node>],
-    /// This replay's variables for the sizes the program computes.
-    fresh: Vec<VarRef>,
+    /// This replay's sizes for the variables the program computes.
+    fresh: SmallVec<[SizeExpr; 2]>,
     buffers: SmallVec<[Option<TensorData>; 32]>,
     nodes: SmallVec<[Option<Arc<Node>>; 32]>,
 }
 
 impl Results<'_> {
-    /// Moves result `i` into `t`'s data in place, if the recording allows
-    /// it and `t` has the result's type and unshared data
-    /// (`Tensor::replace_buffer`). False when it did not: the result is
+    /// Moves result `i` into `t`'s node and data in place, if the recording
+    /// allows it and `t` has the result's type and unshared data
+    /// (`Tensor::replace_value`). False when it did not: the result is
     /// still here for [`Results::node`].
-    fn move_into(&mut self, i: usize, t: &Tensor) -> bool {
+    fn move_into(&mut self, i: usize, t: &Tensor) -> Result<bool> {
         let template = &self.v.outputs[i];
-        if !template.in_place {
-            return false;
+        if !template.in_place || self.buffers[i].is_none() {
+            return Ok(false);
         }
-        let Some((buffer, sizes)) = self.buffers[i].take() else {
-            return false;
-        };
-        match t.replace_buffer(buffer, |n| template.is_static_type_of(n)) {
-            Ok(()) => true,
-            Err(buffer) => {
-                self.buffers[i] = Some((buffer, sizes));
-                false
-            }
+        let moved = t.replace_value(|n| template.fits(n), || self.take(i))?;
+        if moved {
+            metrics::inc(metrics::Counter::InPlaceResult);
         }
+        Ok(moved)
     }
 
     /// Result `i` as a data node, its sizes named by the template.
@@ -202,22 +216,34 @@ impl Results<'_> {
         if let Some(n) = &self.nodes[i] {
             return Ok(n.clone());
         }
+        let (buffer, cells, shape) = self.take(i)?;
+        let n = sync::data_node(
+            &self.v.device,
+            self.v.outputs[i].dtype,
+            shape,
+            buffer,
+            cells,
+        );
+        self.nodes[i] = Some(n.clone());
+        Ok(n)
+    }
+
+    /// Takes result `i`'s buffer, with its size cells and its shape.
+    fn take(&mut self, i: usize) -> Result<(BufferRef, SizeCells, Shape)> {
         let (buffer, sizes) = self.buffers[i]
             .take()
             .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
-        let t = &self.v.outputs[i];
-        let shape = t
+        let shape: Shape = self.v.outputs[i]
             .dims
             .iter()
             .map(|d| match d {
                 DimTemplate::Static(c) => SizeExpr::constant(*c),
                 DimTemplate::Input { input, dim } => self.inputs[*input].shape[*dim].clone(),
-                DimTemplate::Fresh(f) => SizeExpr::var(self.fresh[*f].clone()),
+                DimTemplate::Fresh(f) => self.fresh[*f].clone(),
             })
             .collect();
-        let n = sync::data_node(&self.v.device, t.dtype, shape, buffer, sizes);
-        self.nodes[i] = Some(n.clone());
-        Ok(n)
+        let cells = sync::size_cells(&self.v.device, &shape, sizes);
+        Ok((buffer, cells, shape))
     }
 }
 
