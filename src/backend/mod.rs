@@ -27,8 +27,12 @@ pub(crate) enum SizeArg {
     Device(BufferRef),
 }
 
+/// The sizes of a tensor's dynamic dimensions, in order (inline for the
+/// few that tensors have).
+pub(crate) type Sizes = smallvec::SmallVec<[SizeArg; 2]>;
+
 /// A tensor's buffer and, per dynamic dimension in order, its size.
-pub(crate) type TensorData = (BufferRef, Vec<SizeArg>);
+pub(crate) type TensorData = (BufferRef, Sizes);
 
 /// The arguments of one execution, in the program's parameter order.
 pub(crate) struct ExecArgs {

@@ -21,22 +21,32 @@ pub(crate) type SizeCells = smallvec::SmallVec<[Option<Arc<SizeCell>>; 4]>;
 /// that never ran costs no transfer.
 pub(crate) struct DeviceData {
     pub device: Device,
-    buffer: OnceLock<BufferRef>,
-    /// Exact host data and the static shape to allocate for it, until the
-    /// first upload.
-    pending: Mutex<Option<(Arc<HostArray>, Vec<usize>)>>,
+    storage: Storage,
     /// One entry per dimension; `Some` exactly for dynamic dimensions.
     pub sizes: SizeCells,
 }
 
+/// Where the elements are. A program's result is on the device from the
+/// start and needs no once-cell: a captured step builds and replaces
+/// several of these per replay.
+enum Storage {
+    Device(BufferRef),
+    /// Host data, uploaded on first use.
+    Host {
+        buffer: OnceLock<BufferRef>,
+        /// Exact host data and the static shape to allocate for it, until
+        /// the upload.
+        pending: Mutex<Option<(Arc<HostArray>, Vec<usize>)>>,
+    },
+}
+
 impl std::fmt::Debug for DeviceData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "DeviceData({}, uploaded={})",
-            self.device,
-            self.buffer.get().is_some()
-        )
+        let uploaded = match &self.storage {
+            Storage::Device(_) => true,
+            Storage::Host { buffer, .. } => buffer.get().is_some(),
+        };
+        write!(f, "DeviceData({}, uploaded={uploaded})", self.device)
     }
 }
 
@@ -45,8 +55,7 @@ impl DeviceData {
     pub fn on_device(device: Device, buffer: BufferRef, sizes: SizeCells) -> DeviceData {
         DeviceData {
             device,
-            buffer: OnceLock::from(buffer),
-            pending: Mutex::new(None),
+            storage: Storage::Device(buffer),
             sizes,
         }
     }
@@ -60,19 +69,25 @@ impl DeviceData {
     ) -> DeviceData {
         DeviceData {
             device,
-            buffer: OnceLock::new(),
-            pending: Mutex::new(Some((host, bound))),
+            storage: Storage::Host {
+                buffer: OnceLock::new(),
+                pending: Mutex::new(Some((host, bound))),
+            },
             sizes,
         }
     }
 
     /// The device buffer, uploading the host data the first time.
     pub fn buffer(&self) -> crate::Result<BufferRef> {
-        if let Some(b) = self.buffer.get() {
+        let (buffer, pending) = match &self.storage {
+            Storage::Device(b) => return Ok(b.clone()),
+            Storage::Host { buffer, pending } => (buffer, pending),
+        };
+        if let Some(b) = buffer.get() {
             return Ok(b.clone());
         }
-        let mut pending = self.pending.lock();
-        if let Some(b) = self.buffer.get() {
+        let mut pending = pending.lock();
+        if let Some(b) = buffer.get() {
             return Ok(b.clone());
         }
         let (host, bound) = pending.as_ref().ok_or_else(|| {
@@ -80,7 +95,7 @@ impl DeviceData {
         })?;
         let b = self.device.backend().upload(host, bound)?;
         metrics::inc(metrics::Counter::TransferToDevice);
-        let _ = self.buffer.set(b.clone());
+        let _ = buffer.set(b.clone());
         *pending = None;
         Ok(b)
     }
@@ -97,16 +112,20 @@ impl DeviceData {
     /// have the dtype and rank of the node holding this data, and gives
     /// that node the result's shape.
     pub fn replace(&mut self, buffer: BufferRef, sizes: SizeCells) {
-        self.buffer = OnceLock::from(buffer);
-        *self.pending.get_mut() = None;
+        self.storage = Storage::Device(buffer);
         self.sizes = sizes;
     }
 
     /// The exact host data, if it was never uploaded.
     pub fn host_copy(&self) -> Option<Arc<HostArray>> {
-        if self.buffer.get().is_some() {
-            return None;
+        match &self.storage {
+            Storage::Device(_) => None,
+            Storage::Host { buffer, pending } => {
+                if buffer.get().is_some() {
+                    return None;
+                }
+                pending.lock().as_ref().map(|(h, _)| h.clone())
+            }
         }
-        self.pending.lock().as_ref().map(|(h, _)| h.clone())
     }
 }

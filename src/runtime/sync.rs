@@ -4,7 +4,7 @@ use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
 use super::{cache, metrics, registry};
-use crate::backend::{ExecOutputs, ExecutableRef, SizeArg};
+use crate::backend::{ExecOutputs, ExecutableRef, SizeArg, Sizes};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::symint::{Shape, SizeExpr, VarRef};
@@ -138,7 +138,7 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
 /// The size cells of a program's result of `shape` from its size outputs
 /// (one per dynamic dimension, in order); binds the size variables that
 /// the dims are, unless they already have a value.
-pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Vec<SizeArg>) -> SizeCells {
+pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> SizeCells {
     let mut cells = SizeCells::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
     for d in shape {

@@ -11,7 +11,7 @@ pub mod ffi;
 pub(crate) mod discover;
 mod lower;
 
-use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Sizes};
 use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::runtime::metrics;
@@ -19,6 +19,7 @@ use crate::runtime::program::Program;
 use crate::{Error, Result};
 use ffi::{Buffer, Client, ElementType, Event, Executable, PjrtError, Plugin};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -295,7 +296,7 @@ impl Backend for PjrtBackend {
                 message: "an executable from another backend".into(),
             })?;
         let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
-        let mut bufs: Vec<BufferRef> = Vec::with_capacity(count);
+        let mut bufs: SmallVec<[BufferRef; 16]> = SmallVec::with_capacity(count);
         for (b, sizes) in &args.params {
             self.buffer(b, "execute")?;
             bufs.push(b.clone());
@@ -316,7 +317,7 @@ impl Backend for PjrtBackend {
         for s in &args.vars {
             bufs.push(self.size_buffer(s)?);
         }
-        let mut refs: Vec<&Buffer> = Vec::with_capacity(bufs.len());
+        let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(bufs.len());
         for b in &bufs {
             refs.push(self.buffer(b, "execute")?);
         }
@@ -357,7 +358,7 @@ impl Backend for PjrtBackend {
         let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
         for &nd in &pe.output_dynamic {
             let t = next()?;
-            let mut sizes = Vec::with_capacity(nd);
+            let mut sizes = Sizes::with_capacity(nd);
             for _ in 0..nd {
                 sizes.push(SizeArg::Device(next()?));
             }
