@@ -216,6 +216,26 @@ backend_test! {
 }
 
 backend_test! {
+    fn only_the_signature_that_ran_last_keeps_its_returned_tensors() {
+        let mut step = capture(|x: &[Tensor]| vec![(&x[0] * 2.0).sum()]);
+        let mut run = |n: usize| {
+            let out = step.run(&[Tensor::ones(&[n], DType::F32)]).unwrap();
+            assert_eq!(out[0].item::<f32>().unwrap(), 2.0 * n as f32);
+        };
+        for n in [3, 4, 3, 4] {
+            run(n); // two recordings, then a replay of each into new tensors
+        }
+        assert_eq!(counter("InPlaceResult"), 0);
+        run(4);
+        assert_eq!(counter("InPlaceResult"), 1);
+        run(3); // its tensor was released when the other signature ran
+        assert_eq!(counter("InPlaceResult"), 1);
+        run(3);
+        assert_eq!(counter("InPlaceResult"), 2);
+    }
+}
+
+backend_test! {
     fn gradients_cleared_before_each_call_replay() {
         // The gradient is absent at every call, so every replay creates it.
         let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);

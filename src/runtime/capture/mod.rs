@@ -90,8 +90,8 @@ const MAX_VARIANTS: usize = 16;
 /// A replay writes the results into the tensors it updates in place, and
 /// into the tensors it returned last time if the caller has dropped
 /// them, so a loop that reads its outputs and lets them go allocates no
-/// tensors. The step keeps the tensors it last returned until its next
-/// call (or until it is dropped), and so their device memory.
+/// tensors. The step keeps the tensors its last call returned until its
+/// next call (or until it is dropped), and so their device memory.
 ///
 /// ```
 /// use lazyxla::{capture, Tensor};
@@ -144,17 +144,23 @@ where
             nodes = inputs.iter().map(Tensor::node).collect();
         }
         let signature = Signature::of(inputs, &nodes)?;
-        for v in self
-            .variants
-            .iter_mut()
-            .filter(|v| v.signature == signature)
-        {
-            let mut kept = std::mem::take(&mut v.kept);
-            let out = replay::replay(v, &mut kept, inputs, &nodes);
-            v.kept = kept;
-            if let Some(out) = out? {
-                return Ok(out);
+        // Only the variant that runs keeps its returned tensors: a step
+        // called with many signatures holds one call's outputs, not one per
+        // signature.
+        let mut replayed = None;
+        for v in &mut self.variants {
+            if replayed.is_some() || v.signature != signature {
+                v.kept.clear();
+                continue;
             }
+            let mut kept = std::mem::take(&mut v.kept);
+            replayed = replay::replay(v, &mut kept, inputs, &nodes)?;
+            if replayed.is_some() {
+                v.kept = kept;
+            }
+        }
+        if let Some(out) = replayed {
+            return Ok(out);
         }
         self.variants.retain(|v| !v.is_stale());
         let (variant, out) = record::record(&mut self.step, inputs, signature)?;
@@ -275,8 +281,9 @@ pub(super) struct Variant {
     returned: Vec<Returned>,
     /// Per returned value, the tensor the last replay returned there when
     /// its result may move in place: the next replay reuses it if the
-    /// caller has dropped it. Keeping it holds its buffer until then (at
-    /// most one step's returned values, as a caller holding them would).
+    /// caller has dropped it. Keeping it holds its buffer until then; only
+    /// the variant that ran last keeps any, so a step holds at most one
+    /// call's returned values, as a caller holding them would.
     kept: Vec<Option<Tensor>>,
 }
 
