@@ -152,6 +152,10 @@ pub(crate) fn time<R>(timer: Timer, f: impl FnOnce() -> R) -> R {
     let [count, total, max] = &TIMES[timer as usize];
     count.fetch_add(1, Relaxed);
     total.fetch_add(ns, Relaxed);
-    max.fetch_max(ns, Relaxed);
+    // A read first: the maximum rarely changes, and a read-modify-write
+    // on every span would cost more than the rest of the bookkeeping.
+    if ns > max.load(Relaxed) {
+        max.fetch_max(ns, Relaxed);
+    }
     r
 }
