@@ -42,6 +42,14 @@ fn run_child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// In a child started by [`run_child`] with a plugin, runs `f` on the
+/// plugin's device; elsewhere does nothing.
+fn in_child_on_pjrt(f: impl FnOnce()) {
+    if is_child() {
+        Device::pjrt().expect("a plugin in the child").scoped(f);
+    }
+}
+
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("lazyxla-test-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -158,11 +166,7 @@ fn the_device_is_created_once_per_plugin() {
 
 #[test]
 fn child_exit_with_a_program_in_flight() {
-    if !is_child() {
-        return;
-    }
-    let d = Device::pjrt().expect("a plugin in the child");
-    d.scoped(|| {
+    in_child_on_pjrt(|| {
         let a = Tensor::randn(&[1024, 1024], 1);
         mark_step().unwrap();
         // Half a second of matmuls, twice: a program's first run completes
@@ -207,11 +211,7 @@ fn exiting_with_a_program_in_flight_waits_for_it() {
 
 #[test]
 fn child_dump() {
-    if !is_child() {
-        return;
-    }
-    let d = Device::pjrt().expect("a plugin in the child");
-    d.scoped(|| {
+    in_child_on_pjrt(|| {
         let a = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
         let n = a.nonzero();
         assert_eq!(n.to_vec::<i64>().unwrap(), vec![0, 2]);

@@ -4,7 +4,7 @@ use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
 use super::{cache, metrics, registry};
-use crate::backend::{ExecOutputs, ExecutableRef, SizeArg, Sizes};
+use crate::backend::{ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Sizes};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::symint::{Shape, SizeExpr, VarRef};
@@ -179,6 +179,16 @@ pub(crate) fn data_node(
     )
 }
 
+/// Starts `exe` on `device`, timed as `ExecuteTime` and counted as
+/// `ExecuteGraph`: a sync's program or a captured step's replay.
+pub(crate) fn execute(device: &Device, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
+    let outputs = metrics::time(metrics::Timer::ExecuteTime, || {
+        device.backend().execute(exe, args)
+    })?;
+    metrics::inc(metrics::Counter::ExecuteGraph);
+    Ok(outputs)
+}
+
 /// One execution by a sync: its outputs, and what a captured step needs
 /// to run the same program again.
 pub(crate) struct Ran {
@@ -217,11 +227,7 @@ fn run(
             exe
         }
     };
-    let args = traced.args()?;
-    let outputs = metrics::time(metrics::Timer::ExecuteTime, || {
-        device.backend().execute(&exe, args)
-    })?;
-    metrics::inc(metrics::Counter::ExecuteGraph);
+    let outputs = execute(device, &exe, traced.args()?)?;
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     Ok(Ran {
         outputs,

@@ -97,10 +97,7 @@ pub(super) fn replay(
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
-    let out = metrics::time(metrics::Timer::ExecuteTime, || {
-        v.device.backend().execute(exe, ExecArgs { params, vars })
-    })?;
-    metrics::inc(metrics::Counter::ExecuteGraph);
+    let out = sync::execute(&v.device, exe, ExecArgs { params, vars })?;
     metrics::inc(metrics::Counter::StepReplay);
     let mut results = Results {
         v,
