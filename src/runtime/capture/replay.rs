@@ -160,20 +160,19 @@ fn returned(
                 let results = results
                     .as_deref_mut()
                     .ok_or_else(|| Error::internal("capture", "a result without a program"))?;
-                match slot.take() {
+                let t = match slot.take() {
                     Some(t) if t.is_sole_handle() && results.move_into(*i, &t)? => t,
                     _ => Tensor::from_node(results.node(*i)?, &v.device),
+                };
+                if v.outputs[*i].in_place {
+                    *slot = Some(t.clone());
                 }
+                t
             }
             Returned::Input(k) => inputs[*k].clone(),
             Returned::Same(t) => t.clone(),
             Returned::Const(n) => Tensor::from_node(n.clone(), &v.device),
         };
-        if let Returned::Output(i) = r {
-            if v.outputs[*i].in_place {
-                *slot = Some(t.clone());
-            }
-        }
         out.push(t);
     }
     Ok(out)
