@@ -103,17 +103,19 @@ impl DeviceData {
     /// This data as a program argument: its buffer (uploaded the first
     /// time) and the size of each dynamic dimension.
     pub fn exec_arg(&self) -> crate::Result<TensorData> {
-        let sizes = self.sizes.iter().flatten().map(|c| c.as_arg()).collect();
+        let mut sizes = crate::backend::Sizes::new();
+        for c in self.sizes.iter().flatten() {
+            sizes.push(c.as_arg());
+        }
         Ok((self.buffer()?, sizes))
     }
 
-    /// Puts a program's result in place of this data: `buffer` and the
-    /// `sizes` of its dynamic dimensions. The caller guarantees that they
-    /// have the dtype and rank of the node holding this data, and gives
-    /// that node the result's shape.
-    pub fn replace(&mut self, buffer: BufferRef, sizes: SizeCells) {
+    /// Puts a program's result buffer in place of this data's elements.
+    /// The caller guarantees that it has the dtype and rank of the node
+    /// holding this data, and updates [`DeviceData::sizes`] and that
+    /// node's shape to the result's.
+    pub fn set_buffer(&mut self, buffer: BufferRef) {
         self.storage = Storage::Device(buffer);
-        self.sizes = sizes;
     }
 
     /// The exact host data, if it was never uploaded.

@@ -136,8 +136,7 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
 }
 
 /// The size cells of a program's result of `shape` from its size outputs
-/// (one per dynamic dimension, in order); binds the size variables that
-/// the dims are, unless they already have a value.
+/// (one per dynamic dimension, in order); see [`size_cell`].
 pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> SizeCells {
     let mut cells = SizeCells::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
@@ -146,13 +145,21 @@ pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> S
             cells.push(None);
             continue;
         }
-        let c = cell(device, dynamic.next().expect("one size per dynamic dim"));
-        if let Some(v) = d.as_var() {
-            bind(v, c.clone());
-        }
-        cells.push(Some(c));
+        let size = dynamic.next().expect("one size per dynamic dim");
+        cells.push(Some(size_cell(device, d, size)));
     }
     cells
+}
+
+/// The cell of a result's dynamic dimension of size `dim`, from its size
+/// output; binds the size variable that `dim` is, unless it already has
+/// a value.
+pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: SizeArg) -> Arc<SizeCell> {
+    let c = cell(device, size);
+    if let Some(v) = dim.as_var() {
+        bind(v, c.clone());
+    }
+    c
 }
 
 /// A data leaf holding a program's result of type `dtype` and `shape`,

@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
-use crate::runtime::device_data::SizeCells;
+use crate::runtime::device_data::DeviceData;
 use crate::runtime::registry;
 use crate::symint::{Shape, SizeExpr, SymInt};
 use parking_lot::Mutex;
@@ -152,17 +152,18 @@ impl Tensor {
     /// Puts a program's result into this computed tensor's own node and
     /// data, in place, when no other node or tensor shares them and `fits`
     /// accepts the node (the caller checks that the result has the node's
-    /// dtype and rank). `value` is called only then, for the result's
-    /// buffer, size cells and shape. The tensor becomes a plain data leaf,
-    /// as after [`Tensor::rebind`], and the old buffer is released. False
-    /// when the node or data is shared: the caller then builds a new node.
+    /// dtype and rank). `write` is called only then, with the node and its
+    /// data (see [`DataLeafMut`]). The tensor becomes a plain data leaf, as
+    /// after [`Tensor::rebind`], and the old buffer is released. False when
+    /// the node or data is shared: the caller then builds a new node.
     ///
     /// This is a captured step's cheapest rebinding: no tensor, node or
-    /// data to allocate, nothing to free but the old buffer and sizes.
-    pub(crate) fn replace_value(
+    /// data to allocate, nothing to free but the old buffer and sizes,
+    /// and for a static result not even a shape to rebuild.
+    pub(crate) fn write_result(
         &self,
         fits: impl FnOnce(&Node) -> bool,
-        value: impl FnOnce() -> crate::Result<(crate::backend::BufferRef, SizeCells, Shape)>,
+        write: impl FnOnce(&mut DataLeafMut) -> crate::Result<()>,
     ) -> crate::Result<bool> {
         let mut n = self.inner.node.lock();
         let Some(node) = Arc::get_mut(&mut n) else {
@@ -171,16 +172,25 @@ impl Tensor {
         if !matches!(node.op, Op::Data { .. }) || !fits(node) {
             return Ok(false);
         }
-        let Some(data) = node.data.as_mut().and_then(Arc::get_mut) else {
+        let Node {
+            op: Op::Data {
+                shape: op_shape, ..
+            },
+            shape,
+            data: Some(data),
+            ..
+        } = node
+        else {
             return Ok(false);
         };
-        let (buffer, cells, shape) = value()?;
-        data.replace(buffer, cells);
-        node.op = Op::Data {
-            dtype: node.dtype,
-            shape: shape.clone(),
+        let Some(data) = Arc::get_mut(data) else {
+            return Ok(false);
         };
-        node.shape = shape;
+        write(&mut DataLeafMut {
+            shape,
+            op_shape,
+            data,
+        })?;
         node.requires_grad = false;
         node.grad_leaf = None;
         Ok(true)
@@ -373,5 +383,35 @@ impl std::fmt::Debug for Tensor {
             self.shape_string(),
             self.device()
         )
+    }
+}
+
+/// A data leaf's node and data, borrowed to take a program's result in
+/// place (see [`Tensor::write_result`]). Keeps the node's shape and its
+/// `Op::Data` shape equal.
+pub(crate) struct DataLeafMut<'a> {
+    shape: &'a mut Shape,
+    op_shape: &'a mut Shape,
+    data: &'a mut DeviceData,
+}
+
+impl DataLeafMut<'_> {
+    /// Dimension `d`, dynamic, now has size `e`, held by `cell`.
+    pub fn set_size(
+        &mut self,
+        d: usize,
+        e: SizeExpr,
+        cell: Arc<crate::runtime::size_cell::SizeCell>,
+    ) {
+        self.data.sizes[d] = Some(cell);
+        if self.shape[d] != e {
+            self.op_shape[d] = e.clone();
+            self.shape[d] = e;
+        }
+    }
+
+    /// The elements are now in `buffer`.
+    pub fn set_buffer(&mut self, buffer: crate::backend::BufferRef) {
+        self.data.set_buffer(buffer);
     }
 }

@@ -349,25 +349,18 @@ impl Backend for PjrtBackend {
             pe.ran_once.store(true, Ordering::Relaxed);
             crate::device::wait_for_devices_at_exit();
         }
+        let fewer = || Error::internal("pjrt execute", "fewer results than the program declares");
         let mut out = out.into_iter().map(|b| Arc::new(b) as BufferRef);
-        let mut next = || {
-            out.next().ok_or_else(|| {
-                Error::internal("pjrt execute", "fewer results than the program declares")
-            })
-        };
         let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
         for &nd in &pe.output_dynamic {
-            let t = next()?;
-            let mut sizes = Sizes::with_capacity(nd);
+            let t = out.next().ok_or_else(fewer)?;
+            let mut sizes = Sizes::new();
             for _ in 0..nd {
-                sizes.push(SizeArg::Device(next()?));
+                sizes.push(SizeArg::Device(out.next().ok_or_else(fewer)?));
             }
             tensors.push((t, sizes));
         }
-        let mut sizes = Vec::new();
-        while let Ok(s) = next() {
-            sizes.push(SizeArg::Device(s));
-        }
+        let sizes = out.map(SizeArg::Device).collect();
         let outputs = ExecOutputs { tensors, sizes };
         if RECORD_LAST.load(Ordering::Relaxed) {
             record_execution(&pe.exe, &bufs, &outputs);

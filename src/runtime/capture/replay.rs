@@ -2,11 +2,12 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{BufferRef, ExecArgs, SizeArg, TensorData};
+use crate::backend::{ExecArgs, SizeArg, TensorData};
 use crate::ir::Node;
-use crate::runtime::device_data::{DeviceData, SizeCells};
+use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
 use crate::symint::{Shape, SizeExpr, VarRef};
+use crate::tensor::DataLeafMut;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use smallvec::SmallVec;
@@ -34,7 +35,7 @@ pub(super) fn replay(
     }
     // The tensors holding each parameter's data (none for constants), and
     // their nodes.
-    let mut holders: SmallVec<[Option<Holder>; 32]> = SmallVec::with_capacity(v.params.len());
+    let mut holders: SmallVec<[Option<Holder>; 8]> = SmallVec::with_capacity(v.params.len());
     let mut pending = Vec::new();
     for p in &v.params {
         let holder = match &p.source {
@@ -63,7 +64,7 @@ pub(super) fn replay(
             *n = h.node();
         }
     }
-    let mut data: SmallVec<[Arc<DeviceData>; 32]> = SmallVec::with_capacity(v.params.len());
+    let mut data: SmallVec<[Arc<DeviceData>; 8]> = SmallVec::with_capacity(v.params.len());
     for (p, h) in v.params.iter().zip(&holders) {
         let d = match (&p.source, h) {
             (ParamSource::Const(c), _) => c.clone(),
@@ -110,7 +111,6 @@ pub(super) fn replay(
         buffers: out.tensors.into_iter().map(Some).collect(),
         nodes: SmallVec::new(),
     };
-    results.nodes.resize(results.buffers.len(), None);
     for (w, i) in &v.assigned {
         if let Some(inner) = w.upgrade() {
             let t = Tensor::from_inner(inner);
@@ -186,33 +186,69 @@ struct Results<'a> {
     inputs: &'a [Arc<Node>],
     /// This replay's sizes for the variables the program computes.
     fresh: SmallVec<[SizeExpr; 2]>,
-    buffers: SmallVec<[Option<TensorData>; 32]>,
-    nodes: SmallVec<[Option<Arc<Node>>; 32]>,
+    buffers: Vec<Option<TensorData>>,
+    /// Empty until the first result is wrapped in a node.
+    nodes: SmallVec<[Option<Arc<Node>>; 8]>,
 }
 
 impl Results<'_> {
     /// Moves result `i` into `t`'s node and data in place, if the recording
     /// allows it and `t` has the result's type and unshared data
-    /// (`Tensor::replace_value`). False when it did not: the result is
+    /// (`Tensor::write_result`). False when it did not: the result is
     /// still here for [`Results::node`].
     fn move_into(&mut self, i: usize, t: &Tensor) -> Result<bool> {
         let template = &self.v.outputs[i];
         if !template.in_place || self.buffers[i].is_none() {
             return Ok(false);
         }
-        let moved = t.replace_value(|n| template.fits(n), || self.take(i))?;
+        let moved = t.write_result(|n| template.fits(n), |leaf| self.write(i, leaf))?;
         if moved {
             metrics::inc(metrics::Counter::InPlaceResult);
         }
         Ok(moved)
     }
 
+    /// Writes result `i` over a data leaf of its type
+    /// (`OutputTemplate::fits`): its buffer, and per dynamic dimension its
+    /// size and the size's name, the only part of the shape that can
+    /// differ.
+    fn write(&mut self, i: usize, leaf: &mut DataLeafMut) -> Result<()> {
+        let (buffer, sizes) = self.buffers[i]
+            .take()
+            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
+        let mut sizes = sizes.into_iter();
+        for (d, dim) in self.v.outputs[i].dims.iter().enumerate() {
+            if let DimTemplate::Static(_) = dim {
+                continue;
+            }
+            let e = self.size(dim);
+            let size = sizes
+                .next()
+                .ok_or_else(|| Error::internal("capture", "a dynamic result without its size"))?;
+            let cell = sync::size_cell(&self.v.device, &e, size);
+            leaf.set_size(d, e, cell);
+        }
+        leaf.set_buffer(buffer);
+        Ok(())
+    }
+
     /// Result `i` as a data node, its sizes named by the template.
     fn node(&mut self, i: usize) -> Result<Arc<Node>> {
+        if self.nodes.is_empty() {
+            self.nodes.resize(self.buffers.len(), None);
+        }
         if let Some(n) = &self.nodes[i] {
             return Ok(n.clone());
         }
-        let (buffer, cells, shape) = self.take(i)?;
+        let (buffer, sizes) = self.buffers[i]
+            .take()
+            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
+        let shape: Shape = self.v.outputs[i]
+            .dims
+            .iter()
+            .map(|d| self.size(d))
+            .collect();
+        let cells = sync::size_cells(&self.v.device, &shape, sizes);
         let n = sync::data_node(
             &self.v.device,
             self.v.outputs[i].dtype,
@@ -224,22 +260,13 @@ impl Results<'_> {
         Ok(n)
     }
 
-    /// Takes result `i`'s buffer, with its size cells and its shape.
-    fn take(&mut self, i: usize) -> Result<(BufferRef, SizeCells, Shape)> {
-        let (buffer, sizes) = self.buffers[i]
-            .take()
-            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
-        let shape: Shape = self.v.outputs[i]
-            .dims
-            .iter()
-            .map(|d| match d {
-                DimTemplate::Static(c) => SizeExpr::constant(*c),
-                DimTemplate::Input { input, dim } => self.inputs[*input].shape[*dim].clone(),
-                DimTemplate::Fresh(f) => self.fresh[*f].clone(),
-            })
-            .collect();
-        let cells = sync::size_cells(&self.v.device, &shape, sizes);
-        Ok((buffer, cells, shape))
+    /// The size of a result's dimension in this replay.
+    fn size(&self, dim: &DimTemplate) -> SizeExpr {
+        match dim {
+            DimTemplate::Static(c) => SizeExpr::constant(*c),
+            DimTemplate::Input { input, dim } => self.inputs[*input].shape[*dim].clone(),
+            DimTemplate::Fresh(f) => self.fresh[*f].clone(),
+        }
     }
 }
 
