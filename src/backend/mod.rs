@@ -36,8 +36,9 @@ pub(crate) type TensorData = (BufferRef, Sizes);
 
 /// The arguments of one execution, in the program's parameter order.
 pub(crate) struct ExecArgs {
-    /// For each parameter: its buffer and sizes.
-    pub params: Vec<TensorData>,
+    /// For each parameter: its buffer and sizes (inline for a few: a
+    /// captured step's replay allocates nothing for them).
+    pub params: smallvec::SmallVec<[TensorData; 4]>,
     /// For each `VarSource::Arg`: the variable's value.
     pub vars: Vec<SizeArg>,
 }

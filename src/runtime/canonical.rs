@@ -34,7 +34,7 @@ pub(crate) struct Traced<'a> {
 impl Traced<'_> {
     /// The execution arguments; uploads host data not yet on the device.
     pub fn args(&self) -> Result<ExecArgs> {
-        let mut params = Vec::with_capacity(self.params.len());
+        let mut params = smallvec::SmallVec::with_capacity(self.params.len());
         for data in &self.params_data {
             params.push(data.exec_arg()?);
         }

@@ -156,7 +156,7 @@ pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> S
 /// a value.
 pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: SizeArg) -> Arc<SizeCell> {
     let c = cell(device, size);
-    if let Some(v) = dim.as_var() {
+    if let Some(v) = dim.as_var().filter(|v| v.0.cell.get().is_none()) {
         bind(v, c.clone());
     }
     c

@@ -115,6 +115,12 @@ impl Tensor {
         self.inner.node.lock().clone()
     }
 
+    /// Runs `f` on the node, under its lock: no reference to take and
+    /// release when `f` only looks.
+    pub(crate) fn with_node<R>(&self, f: impl FnOnce(&Node) -> R) -> R {
+        f(&self.inner.node.lock())
+    }
+
     /// The node to record as an operand. For a leaf that requires grad
     /// (outside `no_grad`), a copy of its node marked as that leaf, so
     /// backward knows where to accumulate.

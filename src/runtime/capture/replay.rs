@@ -33,61 +33,30 @@ pub(super) fn replay(
             }
         }
     }
-    // The tensors holding each parameter's data (none for constants), and
-    // their nodes.
-    let mut holders: SmallVec<[Option<Holder>; 8]> = SmallVec::with_capacity(v.params.len());
-    let mut pending = Vec::new();
-    for p in &v.params {
-        let holder = match &p.source {
-            ParamSource::Input(k) => Some(inputs[*k].clone()),
-            ParamSource::State(w) => match w.upgrade() {
-                Some(inner) => Some(Tensor::from_inner(inner)),
-                None => return Ok(None),
-            },
-            ParamSource::GradOf(w) => match w.upgrade().and_then(|o| o.grad.lock().clone()) {
-                Some(g) => Some(g),
-                None => return Ok(None),
-            },
-            ParamSource::Const(_) => None,
-        };
-        holders.push(holder.map(|h| {
-            let n = h.node();
-            if n.data.is_none() {
-                pending.push(h.clone());
-            }
-            (h, n)
-        }));
-    }
-    if !pending.is_empty() {
-        sync::sync_tensors(&pending)?;
-        for (h, n) in holders.iter_mut().flatten() {
-            *n = h.node();
-        }
-    }
-    let mut data: SmallVec<[Arc<DeviceData>; 8]> = SmallVec::with_capacity(v.params.len());
-    for (p, h) in v.params.iter().zip(&holders) {
-        let d = match (&p.source, h) {
-            (ParamSource::Const(c), _) => c.clone(),
-            (_, Some((_, n))) => {
-                if p.guard.as_ref().is_some_and(|g| !g.admits(n)) {
-                    return Ok(None);
+    let data = match gather(v, nodes)? {
+        Gathered::Data(data) => data,
+        Gathered::Pending(pending) => {
+            sync::sync_tensors(&pending)?;
+            match gather(v, nodes)? {
+                Gathered::Data(data) => data,
+                Gathered::Pending(_) => {
+                    return Err(Error::internal(
+                        "capture",
+                        "a parameter still pending after a sync",
+                    ))
                 }
-                n.data
-                    .clone()
-                    .ok_or_else(|| Error::internal("capture", "a computed tensor without data"))?
+                Gathered::Stale => return Ok(None),
             }
-            (_, None) => return Err(Error::internal("capture", "a parameter without a holder")),
-        };
-        data.push(d);
-    }
-    drop(holders);
+        }
+        Gathered::Stale => return Ok(None),
+    };
 
     let _lock = sync::lock();
     let Some(exe) = &v.program else {
         metrics::inc(metrics::Counter::StepReplay);
         return returned(v, kept, inputs, None).map(Some);
     };
-    let mut params = Vec::with_capacity(data.len());
+    let mut params = SmallVec::with_capacity(data.len());
     for d in &data {
         params.push(d.exec_arg()?);
     }
@@ -110,6 +79,7 @@ pub(super) fn replay(
             .collect(),
         buffers: out.tensors.into_iter().map(Some).collect(),
         nodes: SmallVec::new(),
+        moved: 0,
     };
     for (w, i) in &v.assigned {
         if let Some(inner) = w.upgrade() {
@@ -138,7 +108,63 @@ pub(super) fn replay(
         }
         *grad = Some(Tensor::from_node(results.node(i)?, &v.device));
     }
-    returned(v, kept, inputs, Some(&mut results)).map(Some)
+    let out = returned(v, kept, inputs, Some(&mut results))?;
+    metrics::add(metrics::Counter::InPlaceResult, results.moved);
+    Ok(Some(out))
+}
+
+/// The data behind a variant's parameters, or why there is none yet.
+enum Gathered {
+    /// Each parameter's data, in order.
+    Data(SmallVec<[Arc<DeviceData>; 8]>),
+    /// The tensors among them with pending work: sync them and gather again.
+    Pending(Vec<Tensor>),
+    /// A tensor the program reads is gone or no longer has its recorded
+    /// type: the step must be recorded again.
+    Stale,
+}
+
+/// Gathers the current data of `v`'s parameters (`nodes`: the inputs'
+/// nodes, all computed).
+fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
+    let mut data = SmallVec::with_capacity(v.params.len());
+    let mut pending = Vec::new();
+    for p in &v.params {
+        let admits = |n: &Node| p.guard.as_ref().is_none_or(|g| g.admits(n));
+        let holder = match &p.source {
+            ParamSource::Const(c) => {
+                data.push(c.clone());
+                continue;
+            }
+            ParamSource::Input(k) => {
+                let n = &nodes[*k];
+                if !admits(n) {
+                    return Ok(Gathered::Stale);
+                }
+                let d = n.data.clone();
+                data.push(d.ok_or_else(|| Error::internal("capture", "an input without data"))?);
+                continue;
+            }
+            ParamSource::State(w) => match w.upgrade() {
+                Some(inner) => Tensor::from_inner(inner),
+                None => return Ok(Gathered::Stale),
+            },
+            ParamSource::GradOf(w) => match w.upgrade().and_then(|o| o.grad.lock().clone()) {
+                Some(g) => g,
+                None => return Ok(Gathered::Stale),
+            },
+        };
+        match holder.with_node(|n| admits(n).then(|| n.data.clone())) {
+            None => return Ok(Gathered::Stale),
+            Some(Some(d)) => data.push(d),
+            Some(None) => pending.push(holder),
+        }
+    }
+    Ok(if pending.is_empty() {
+        Gathered::Data(data)
+    } else {
+        Gathered::Pending(pending)
+    })
 }
 
 /// The values `run` returns (`results`: none when the step computed
@@ -189,6 +215,8 @@ struct Results<'a> {
     buffers: Vec<Option<TensorData>>,
     /// Empty until the first result is wrapped in a node.
     nodes: SmallVec<[Option<Arc<Node>>; 8]>,
+    /// How many results moved in place (counted once per replay).
+    moved: u64,
 }
 
 impl Results<'_> {
@@ -202,9 +230,7 @@ impl Results<'_> {
             return Ok(false);
         }
         let moved = t.write_result(|n| template.fits(n), |leaf| self.write(i, leaf))?;
-        if moved {
-            metrics::inc(metrics::Counter::InPlaceResult);
-        }
+        self.moved += u64::from(moved);
         Ok(moved)
     }
 
@@ -269,9 +295,6 @@ impl Results<'_> {
         }
     }
 }
-
-/// A tensor holding a parameter's data, and its node.
-type Holder = (Tensor, Arc<Node>);
 
 /// The size of dimension `dim` of a computed input, as a program argument.
 fn input_size(node: &Node, dim: usize) -> Result<SizeArg> {
