@@ -152,11 +152,16 @@ pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> S
 }
 
 /// The cell of a result's dynamic dimension of size `dim`, from its size
-/// output; binds the size variable that `dim` is, unless it already has
-/// a value.
+/// output. A size that is a variable shares the variable's cell: the
+/// first result to name the variable binds it, and the size outputs of
+/// later ones repeat its value and are released.
 pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: SizeArg) -> Arc<SizeCell> {
+    let var = dim.as_var();
+    if let Some(c) = var.and_then(|v| v.0.cell.get()) {
+        return c.clone();
+    }
     let c = cell(device, size);
-    if let Some(v) = dim.as_var().filter(|v| v.0.cell.get().is_none()) {
+    if let Some(v) = var {
         bind(v, c.clone());
     }
     c
