@@ -25,7 +25,7 @@ use crate::runtime::registry;
 use crate::symint::{Shape, SizeExpr, SymInt};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 static NEXT_TENSOR: AtomicU64 = AtomicU64::new(0);
@@ -69,7 +69,7 @@ pub(crate) struct TensorInner {
     /// computed. Replaced by syncs and in-place updates.
     node: Mutex<Arc<Node>>,
     /// The accumulated gradient (see `autograd`).
-    pub(crate) grad: Mutex<Option<Tensor>>,
+    pub(crate) grad: GradSlot,
     /// True for a leaf that gradients accumulate into.
     pub(crate) requires_grad: std::sync::atomic::AtomicBool,
 }
@@ -94,7 +94,7 @@ impl Tensor {
             rank: node.shape.len(),
             device: device.clone(),
             node: Mutex::new(node),
-            grad: Mutex::new(None),
+            grad: GradSlot::default(),
             requires_grad: std::sync::atomic::AtomicBool::new(false),
         });
         Tensor { inner }
@@ -209,7 +209,7 @@ impl Tensor {
         Arc::strong_count(&self.inner) == 1
             && Arc::weak_count(&self.inner) == 1
             && !self.inner.requires_grad.load(Ordering::Relaxed)
-            && self.inner.grad.lock().is_none()
+            && self.inner.grad.is_none()
     }
 
     /// Replaces this tensor's value with `value`'s: an in-place update, as
@@ -389,6 +389,29 @@ impl std::fmt::Debug for Tensor {
             self.shape_string(),
             self.device()
         )
+    }
+}
+
+/// A tensor's gradient slot. Most tensors never have a gradient, and a
+/// captured step's replay asks each tensor it reuses whether it has one:
+/// a flag, set by the first access, answers that without the lock.
+#[derive(Default)]
+pub(crate) struct GradSlot {
+    value: Mutex<Option<Tensor>>,
+    /// False until the slot is first locked: the value is then `None`.
+    touched: AtomicBool,
+}
+
+impl GradSlot {
+    /// Locks the gradient for reading or writing.
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, Option<Tensor>> {
+        self.touched.store(true, Ordering::Relaxed);
+        self.value.lock()
+    }
+
+    /// True when there is no gradient.
+    pub fn is_none(&self) -> bool {
+        !self.touched.load(Ordering::Relaxed) || self.lock().is_none()
     }
 }
 

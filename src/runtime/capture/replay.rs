@@ -4,7 +4,6 @@
 use super::{DimTemplate, ParamSource, Returned, Variant};
 use crate::backend::{ExecArgs, SizeArg, TensorData};
 use crate::ir::Node;
-use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
@@ -33,12 +32,12 @@ pub(super) fn replay(
             }
         }
     }
-    let data = match gather(v, nodes)? {
-        Gathered::Data(data) => data,
+    let params = match gather(v, nodes)? {
+        Gathered::Args(params) => params,
         Gathered::Pending(pending) => {
             sync::sync_tensors(&pending)?;
             match gather(v, nodes)? {
-                Gathered::Data(data) => data,
+                Gathered::Args(params) => params,
                 Gathered::Pending(_) => {
                     return Err(Error::internal(
                         "capture",
@@ -56,13 +55,6 @@ pub(super) fn replay(
         metrics::inc(metrics::Counter::StepReplay);
         return returned(v, kept, inputs, None).map(Some);
     };
-    let mut params = SmallVec::with_capacity(data.len());
-    for d in &data {
-        params.push(d.exec_arg()?);
-    }
-    // Only the buffers go to the program: the data may now be rebound in
-    // place, which needs it unshared.
-    drop(data);
     let mut vars = Vec::with_capacity(v.arg_sizes.len());
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
@@ -113,10 +105,15 @@ pub(super) fn replay(
     Ok(Some(out))
 }
 
-/// The data behind a variant's parameters, or why there is none yet.
+/// A variant's arguments, or why there are none yet.
+// Large on purpose: the arguments stay inline, and a replay allocates
+// nothing for them.
+#[allow(clippy::large_enum_variant)]
 enum Gathered {
-    /// Each parameter's data, in order.
-    Data(SmallVec<[Arc<DeviceData>; 8]>),
+    /// Each parameter's buffer and sizes, in order. Only the buffers are
+    /// held, not the data: a result may then move into that data in place,
+    /// which needs it unshared.
+    Args(SmallVec<[TensorData; 4]>),
     /// The tensors among them with pending work: sync them and gather again.
     Pending(Vec<Tensor>),
     /// A tensor the program reads is gone or no longer has its recorded
@@ -124,16 +121,17 @@ enum Gathered {
     Stale,
 }
 
-/// Gathers the current data of `v`'s parameters (`nodes`: the inputs'
-/// nodes, all computed).
+/// Gathers the current values of `v`'s parameters as program arguments
+/// (`nodes`: the inputs' nodes, all computed), uploading host data that
+/// is not on the device yet.
 fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
-    let mut data = SmallVec::with_capacity(v.params.len());
+    let mut args = SmallVec::with_capacity(v.params.len());
     let mut pending = Vec::new();
     for p in &v.params {
         let admits = |n: &Node| p.guard.as_ref().is_none_or(|g| g.admits(n));
         let holder = match &p.source {
             ParamSource::Const(c) => {
-                data.push(c.clone());
+                args.push(c.exec_arg()?);
                 continue;
             }
             ParamSource::Input(k) => {
@@ -141,8 +139,11 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 if !admits(n) {
                     return Ok(Gathered::Stale);
                 }
-                let d = n.data.clone();
-                data.push(d.ok_or_else(|| Error::internal("capture", "an input without data"))?);
+                let d = n.data.as_ref();
+                args.push(
+                    d.ok_or_else(|| Error::internal("capture", "an input without data"))?
+                        .exec_arg()?,
+                );
                 continue;
             }
             ParamSource::State(w) => match w.upgrade() {
@@ -154,14 +155,15 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 None => return Ok(Gathered::Stale),
             },
         };
-        match holder.with_node(|n| admits(n).then(|| n.data.clone())) {
+        let arg = holder.with_node(|n| admits(n).then(|| n.data.as_ref().map(|d| d.exec_arg())));
+        match arg {
             None => return Ok(Gathered::Stale),
-            Some(Some(d)) => data.push(d),
+            Some(Some(arg)) => args.push(arg?),
             Some(None) => pending.push(holder),
         }
     }
     Ok(if pending.is_empty() {
-        Gathered::Data(data)
+        Gathered::Args(args)
     } else {
         Gathered::Pending(pending)
     })
