@@ -267,6 +267,15 @@ impl Default for Device {
     }
 }
 
+impl Device {
+    /// [`Device::id`] of the default device, without a handle to it.
+    pub(crate) fn default_id() -> usize {
+        SCOPED
+            .with(|s| s.borrow().last().map(Device::id))
+            .unwrap_or_else(|| DEFAULT.id())
+    }
+}
+
 impl PartialEq for Device {
     fn eq(&self, other: &Device) -> bool {
         self.same(other)

@@ -85,7 +85,7 @@ pub(crate) fn set_record_last(on: bool) {
 
 /// Records one execution (see [`set_record_last`]): its arguments and its
 /// results in the program's order, sizes after each result.
-fn record_execution(exe: &Arc<Executable>, args: &[BufferRef], outputs: &ExecOutputs) {
+fn record_execution(exe: &Arc<Executable>, args: &[&BufferRef], outputs: &ExecOutputs) {
     let results = outputs
         .tensors
         .iter()
@@ -97,7 +97,7 @@ fn record_execution(exe: &Arc<Executable>, args: &[BufferRef], outputs: &ExecOut
     }
     last.push(RecordedExecution {
         exe: exe.clone(),
-        args: pjrt_buffers(args.iter()),
+        args: pjrt_buffers(args.iter().copied()),
         outputs: pjrt_buffers(results),
     });
 }
@@ -105,6 +105,20 @@ fn record_execution(exe: &Arc<Executable>, args: &[BufferRef], outputs: &ExecOut
 fn pjrt_buffers<'a>(bufs: impl Iterator<Item = &'a BufferRef>) -> Vec<Arc<Buffer>> {
     bufs.filter_map(|b| b.clone().downcast::<Buffer>().ok())
         .collect()
+}
+
+/// The buffer of a size argument: its own, or for a size known on the
+/// host the next one `uploaded` for it.
+fn size_arg<'a>(
+    s: &'a SizeArg,
+    uploaded: &mut std::slice::Iter<'a, BufferRef>,
+) -> Result<&'a BufferRef> {
+    match s {
+        SizeArg::Device(b) => Ok(b),
+        SizeArg::Host(_) => uploaded
+            .next()
+            .ok_or_else(|| Error::internal("pjrt execute", "a host size not uploaded")),
+    }
 }
 
 fn device_size(s: &SizeArg) -> Option<&BufferRef> {
@@ -196,16 +210,6 @@ impl PjrtBackend {
         })
     }
 
-    fn size_buffer(&self, s: &SizeArg) -> Result<BufferRef> {
-        match s {
-            SizeArg::Host(v) => self.upload_i32(*v),
-            SizeArg::Device(b) => {
-                self.buffer(b, "execute")?;
-                Ok(b.clone())
-            }
-        }
-    }
-
     fn upload_i32(&self, v: i64) -> Result<BufferRef> {
         let v = i32::try_from(v).map_err(|_| Error::Backend {
             backend: self.name.clone(),
@@ -295,15 +299,6 @@ impl Backend for PjrtBackend {
                 op: "execute",
                 message: "an executable from another backend".into(),
             })?;
-        let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
-        let mut bufs: SmallVec<[BufferRef; 16]> = SmallVec::with_capacity(count);
-        for (b, sizes) in &args.params {
-            self.buffer(b, "execute")?;
-            bufs.push(b.clone());
-            for s in sizes {
-                bufs.push(self.size_buffer(s)?);
-            }
-        }
         if args.vars.len() != pe.num_var_args {
             return Err(Error::internal(
                 "pjrt execute",
@@ -314,8 +309,25 @@ impl Backend for PjrtBackend {
                 ),
             ));
         }
+        // Sizes known on the host become device scalars first, so that
+        // every argument can then be borrowed in order.
+        let mut host_sizes: SmallVec<[BufferRef; 4]> = SmallVec::new();
+        for s in args.params.iter().flat_map(|(_, s)| s).chain(&args.vars) {
+            if let SizeArg::Host(v) = s {
+                host_sizes.push(self.upload_i32(*v)?);
+            }
+        }
+        let mut uploaded = host_sizes.iter();
+        let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
+        let mut bufs: SmallVec<[&BufferRef; 16]> = SmallVec::with_capacity(count);
+        for (b, sizes) in &args.params {
+            bufs.push(b);
+            for s in sizes {
+                bufs.push(size_arg(s, &mut uploaded)?);
+            }
+        }
         for s in &args.vars {
-            bufs.push(self.size_buffer(s)?);
+            bufs.push(size_arg(s, &mut uploaded)?);
         }
         let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(bufs.len());
         for b in &bufs {

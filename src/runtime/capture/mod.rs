@@ -205,14 +205,16 @@ enum DimSig {
 impl Signature {
     /// The signature of computed inputs (`nodes` are their nodes).
     fn of(inputs: &[Tensor], nodes: &[Arc<Node>]) -> Result<Signature> {
-        let device = match inputs.first() {
-            Some(t) => t.device().clone(),
-            None => Device::default(),
+        let Some(device) = inputs.first().map(Tensor::device) else {
+            return Ok(Signature {
+                device: Device::default_id(),
+                inputs: Vec::new(),
+            });
         };
         let mut groups: SmallVec<[u64; 4]> = SmallVec::new();
         let mut sigs = Vec::with_capacity(inputs.len());
         for (k, (t, n)) in inputs.iter().zip(nodes).enumerate() {
-            if !t.device().same(&device) {
+            if !t.device().same(device) {
                 return Err(crate::Error::DeviceMismatch {
                     op: "capture",
                     lhs: device.name().to_string(),
