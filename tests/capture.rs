@@ -216,6 +216,35 @@ backend_test! {
 }
 
 backend_test! {
+    fn a_returned_tensor_that_got_a_gradient_is_not_reused() {
+        // A gradient stays with the tensor it was computed for, even after
+        // `set_requires_grad(false)`; a replay must not hand that tensor,
+        // gradient and all, back as a new result.
+        let mut step = capture(|x: &[Tensor]| vec![(&x[0] * 2.0).sum()]);
+        let run = |step: &mut lazyxla::CapturedStep<_>, v: f32| {
+            step.run(&[Tensor::full(&[3], v as f64, DType::F32)]).unwrap().remove(0)
+        };
+        drop(run(&mut step, 1.0)); // recorded
+        drop(run(&mut step, 1.0)); // replayed into a new tensor, kept
+        let out = run(&mut step, 2.0); // into the kept one
+        assert_eq!(counter("InPlaceResult"), 1);
+        out.set_requires_grad(true);
+        (&out * 3.0).backward();
+        mark_step().unwrap(); // computes the gradient and releases its graph
+        out.set_requires_grad(false);
+        assert!(out.grad().is_some());
+        drop(out);
+        let next = run(&mut step, 3.0);
+        assert_eq!(counter("InPlaceResult"), 1, "a tensor with a gradient is not reused");
+        assert_eq!(next.item::<f32>().unwrap(), 18.0);
+        assert!(next.grad().is_none());
+        drop(next);
+        assert_eq!(run(&mut step, 4.0).item::<f32>().unwrap(), 24.0);
+        assert_eq!(counter("InPlaceResult"), 2, "a dropped tensor without one is");
+    }
+}
+
+backend_test! {
     fn only_the_signature_that_ran_last_keeps_its_returned_tensors() {
         let mut step = capture(|x: &[Tensor]| vec![(&x[0] * 2.0).sum()]);
         let mut run = |n: usize| {

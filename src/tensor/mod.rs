@@ -206,10 +206,12 @@ impl Tensor {
     /// handle, no weak reference but the registry's, and no gradient state
     /// (a captured step may then reuse it for its next result).
     pub(crate) fn is_sole_handle(&self) -> bool {
-        Arc::strong_count(&self.inner) == 1
-            && Arc::weak_count(&self.inner) == 1
-            && !self.inner.requires_grad.load(Ordering::Relaxed)
-            && self.inner.grad.is_none()
+        Arc::strong_count(&self.inner) == 1 && Arc::weak_count(&self.inner) == 1 && {
+            // Pairs with the release in the drop of every other handle:
+            // what their threads did to the flags below is visible.
+            std::sync::atomic::fence(Ordering::Acquire);
+            !self.inner.requires_grad.load(Ordering::Relaxed) && self.inner.grad.is_none()
+        }
     }
 
     /// Replaces this tensor's value with `value`'s: an in-place update, as
@@ -442,5 +444,20 @@ impl DataLeafMut<'_> {
     /// The elements are now in `buffer`.
     pub fn set_buffer(&mut self, buffer: crate::backend::BufferRef) {
         self.data.set_buffer(buffer);
+    }
+}
+
+#[cfg(test)]
+mod grad_slot_tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_answers_from_its_value_once_used() {
+        let slot = GradSlot::default();
+        assert!(slot.is_none());
+        *slot.lock() = Some(Tensor::scalar(1.0f32));
+        assert!(!slot.is_none(), "a gradient is seen through the flag");
+        *slot.lock() = None;
+        assert!(slot.is_none());
     }
 }
