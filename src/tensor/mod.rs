@@ -175,9 +175,10 @@ impl Tensor {
         let Some(node) = Arc::get_mut(&mut n) else {
             return Ok(false);
         };
-        if !matches!(node.op, Op::Data { .. }) || !fits(node) {
+        if !fits(node) {
             return Ok(false);
         }
+        // Only a data leaf takes a result.
         let Node {
             op: Op::Data {
                 shape: op_shape, ..

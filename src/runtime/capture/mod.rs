@@ -387,7 +387,7 @@ struct OutputTemplate {
     /// Received by exactly one tensor: one that existed before the step
     /// (its new value), one gradient, or one value `run` returns. A replay
     /// may then move the result into that tensor's node and data in place
-    /// (see `Tensor::replace_value`).
+    /// (see `Tensor::write_result`).
     in_place: bool,
 }
 

@@ -244,25 +244,18 @@ impl Results<'_> {
         let (buffer, sizes) = self.buffers[i]
             .take()
             .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
-        let dims = &self.v.outputs[i].dims;
-        let dynamic = dims.iter().filter(|d| !matches!(d, DimTemplate::Static(_)));
+        let dims = self.v.outputs[i].dims.iter().enumerate();
+        let dynamic = dims.filter(|(_, dim)| !matches!(dim, DimTemplate::Static(_)));
         // Checked before anything is written: the tensor keeps its old
         // value whole if this fails.
-        if dynamic.count() != sizes.len() {
+        if dynamic.clone().count() != sizes.len() {
             return Err(Error::internal(
                 "capture",
                 "a result without one size per dynamic dimension",
             ));
         }
-        let mut sizes = sizes.into_iter();
-        for (d, dim) in dims.iter().enumerate() {
-            if let DimTemplate::Static(_) = dim {
-                continue;
-            }
+        for ((d, dim), size) in dynamic.zip(sizes) {
             let e = self.size(dim);
-            let Some(size) = sizes.next() else {
-                break;
-            };
             let cell = sync::size_cell(&self.v.device, &e, size);
             leaf.set_size(d, e, cell);
         }
