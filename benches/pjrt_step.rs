@@ -58,6 +58,15 @@ fn direct_of(step: &dyn Fn()) -> (impl Fn(), impl Fn()) {
     (blocking, pipelined)
 }
 
+/// Rounds of the side-by-side comparison in [`compare`].
+const ROUNDS: usize = 25;
+
+/// The middle value (of an odd count; the upper middle otherwise).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Mean time per call of `f` over about `budget`.
 fn mean(f: &dyn Fn(), budget: Duration) -> Duration {
     for _ in 0..20 {
@@ -114,24 +123,35 @@ fn compare(c: &mut Criterion, device: &Device, name: &str, record: &dyn Fn() -> 
         g.bench_function("direct_ffi_blocking", |b| b.iter(&direct));
         g.bench_function("direct_ffi_pipelined", |b| b.iter(&pipelined));
         g.finish();
-        // Side by side, interleaved, so that machine noise hits all alike.
-        let budget = Duration::from_millis(500);
-        let mut rounds: [Vec<Duration>; 5] = Default::default();
-        for _ in 0..4 {
-            rounds[0].push(mean(&step, budget));
-            rounds[1].push(mean_sync(record, budget));
-            rounds[2].push(mean(&replay, budget));
-            rounds[3].push(mean(&direct, budget));
-            rounds[4].push(mean(&pipelined, budget));
+        // Side by side in short alternating rounds, so that machine noise
+        // hits all five alike. Each ratio is the median of the rounds'
+        // ratios: a round that a neighbour's load slowed moves a mean, not
+        // a median (on a shared 2-core machine, means of a few long rounds
+        // swung by +-0.03 between runs).
+        let budget = Duration::from_millis(100);
+        let mut us: [Vec<f64>; 5] = Default::default();
+        for _ in 0..ROUNDS {
+            let round = [
+                mean(&step, budget),
+                mean_sync(record, budget),
+                mean(&replay, budget),
+                mean(&direct, budget),
+                mean(&pipelined, budget),
+            ];
+            for (times, t) in us.iter_mut().zip(round) {
+                times.push(t.as_secs_f64() * 1e6);
+            }
         }
-        let us = |x: &[Duration]| x.iter().map(|d| d.as_secs_f64()).sum::<f64>() * 1e6 / x.len() as f64;
-        let [l, s, r, d, p] = rounds.map(|x| us(&x));
+        let ratio = |k: usize, base: usize| {
+            median(us[k].iter().zip(&us[base]).map(|(a, b)| a / b).collect())
+        };
+        let [l, s, r, d, p] = us.clone().map(median);
         println!(
-            "RATIO {name}: whole step (record ops + sync) {l:.1} us = {:.3}x; sync only (trace, canonicalise, cache lookup, execute) {s:.1} us = {:.3}x; captured step replayed {r:.1} us = {:.3}x; direct FFI pipelined {p:.1} us, blocking {d:.1} us (whole step = {:.3}x blocking)",
-            l / p,
-            s / p,
-            r / p,
-            l / d,
+            "RATIO {name}: whole step (record ops + sync) {l:.1} us = {:.3}x; sync only (trace, canonicalise, cache lookup, execute) {s:.1} us = {:.3}x; captured step replayed {r:.1} us = {:.3}x; direct FFI pipelined {p:.1} us, blocking {d:.1} us (whole step = {:.3}x blocking); medians of {ROUNDS} alternating rounds",
+            ratio(0, 4),
+            ratio(1, 4),
+            ratio(2, 4),
+            ratio(0, 3),
         );
         assert_eq!(captured.borrow().recordings(), 1, "the captured step replays");
     });
