@@ -37,7 +37,6 @@ struct Alone {
 
 fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
     use lazyxla::debug::pjrt_ffi::{Buffer, Event};
-    use std::sync::Arc;
     lazyxla::debug::pjrt_record_last(true);
     run_step();
     run_step();
@@ -47,9 +46,9 @@ fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
     let (second, first) = (last.pop().unwrap(), last.pop().unwrap());
     // Argument i of a step is result j of the previous one.
     let feed: Vec<Option<usize>> = second
-        .args
+        .arg_ids
         .iter()
-        .map(|a| first.outputs.iter().position(|o| Arc::ptr_eq(o, a)))
+        .map(|a| first.output_ids.iter().position(|o| o == a))
         .collect();
     let (exe, args) = (second.exe, second.args);
     lazyxla::Device::default().synchronize().unwrap();

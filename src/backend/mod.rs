@@ -12,43 +12,68 @@ use crate::Result;
 use std::any::Any;
 use std::sync::Arc;
 
-/// A backend-owned piece of device memory (downcast by its backend).
-pub(crate) type BufferRef = Arc<dyn Any + Send + Sync>;
+/// A piece of device memory, owned: the device data or size cell holding
+/// it is what tensors share. Owned rather than reference-counted so that
+/// a program's result goes into its tensor with no allocation of its own
+/// (a captured step's replay binds several per step). The backends are a
+/// closed set, so each one's buffer is a variant; a backend given the
+/// other's buffer says so.
+pub(crate) enum DeviceBuffer {
+    /// The reference backend's exact array.
+    Reference(Box<HostArray>),
+    /// A size computed by the reference backend.
+    ReferenceSize(i64),
+    /// A PJRT buffer.
+    Pjrt(pjrt::ffi::Buffer),
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceBuffer::Reference(a) => write!(f, "Reference({:?})", a.shape()),
+            DeviceBuffer::ReferenceSize(v) => write!(f, "ReferenceSize({v})"),
+            DeviceBuffer::Pjrt(b) => write!(f, "{b:?}"),
+        }
+    }
+}
 
 /// A compiled program (downcast by its backend).
 pub(crate) type ExecutableRef = Arc<dyn Any + Send + Sync>;
 
-/// A size handed to or returned from a program.
-#[derive(Clone, Debug)]
-pub(crate) enum SizeArg {
+/// A size handed to a program.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SizeArg<'a> {
     /// Known on the host.
     Host(i64),
     /// Held by a device buffer of this backend.
-    Device(BufferRef),
+    Device(&'a DeviceBuffer),
 }
 
-/// The sizes of a tensor's dynamic dimensions, in order (inline for the
-/// few that tensors have).
-pub(crate) type Sizes = smallvec::SmallVec<[SizeArg; 2]>;
+/// A tensor argument: its buffer and, per dynamic dimension in order, its
+/// size (inline for the few that tensors have).
+pub(crate) type TensorArg<'a> = (&'a DeviceBuffer, smallvec::SmallVec<[SizeArg<'a>; 2]>);
 
-/// A tensor's buffer and, per dynamic dimension in order, its size.
-pub(crate) type TensorData = (BufferRef, Sizes);
+/// A result: its buffer and, per dynamic dimension in order, the buffer
+/// holding its size.
+pub(crate) type TensorOut = (DeviceBuffer, smallvec::SmallVec<[DeviceBuffer; 2]>);
 
-/// The arguments of one execution, in the program's parameter order.
-pub(crate) struct ExecArgs {
+/// The arguments of one execution, in the program's parameter order,
+/// borrowed from the data and size cells that hold them.
+pub(crate) struct ExecArgs<'a> {
     /// For each parameter: its buffer and sizes (inline for a few: a
     /// captured step's replay allocates nothing for them).
-    pub params: smallvec::SmallVec<[TensorData; 4]>,
+    pub params: smallvec::SmallVec<[TensorArg<'a>; 4]>,
     /// For each `VarSource::Arg`: the variable's value.
-    pub vars: Vec<SizeArg>,
+    pub vars: smallvec::SmallVec<[SizeArg<'a>; 2]>,
 }
 
 /// What one execution produced, in the program's output order.
 pub(crate) struct ExecOutputs {
-    /// For each output: its buffer and sizes.
-    pub tensors: Vec<TensorData>,
+    /// For each output: its buffer and sizes. (A `Vec`: inline, the
+    /// results would be copied several times on their way to the tensors.)
+    pub tensors: Vec<TensorOut>,
     /// The requested size outputs.
-    pub sizes: Vec<SizeArg>,
+    pub sizes: Vec<DeviceBuffer>,
 }
 
 /// Compiles and runs programs, and moves data between host and device.
@@ -61,18 +86,18 @@ pub(crate) trait Backend: Send + Sync {
     /// this returns (the backend orders their uses after it); an error of
     /// the running program is reported by the next `execute`,
     /// `synchronize` or read of its results.
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs>;
+    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs>;
     /// Blocks until every program started by `execute` has finished, and
     /// reports the error of one that failed.
     fn synchronize(&self) -> Result<()>;
     /// Copies exact host data to the device; `bound` is the static shape to
     /// allocate (equal to the data's shape, or larger for `mark_dynamic`).
-    fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<BufferRef>;
+    fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer>;
     /// Copies the real elements (`shape`, within the buffer's bound) to the
     /// host.
-    fn download(&self, buffer: &BufferRef, shape: &[usize]) -> Result<HostArray>;
+    fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray>;
     /// Reads a size buffer produced by `execute`.
-    fn read_size(&self, buffer: &BufferRef) -> Result<i64>;
+    fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64>;
     /// The concrete backend, for backend-specific debugging hooks.
     fn as_any(&self) -> Option<&dyn Any> {
         None

@@ -2,7 +2,8 @@
 
 use super::device_data::DeviceData;
 use super::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
-use crate::backend::{ExecArgs, SizeArg};
+use super::size_cell::SizeCell;
+use crate::backend::ExecArgs;
 use crate::ir::node::topo_order_indexed;
 use crate::ir::{Node, Op};
 use crate::symint::var::with_relative_numbering;
@@ -27,20 +28,20 @@ pub(crate) struct Traced<'a> {
     pub key: Vec<u8>,
     /// The data of each parameter, in order (uploaded by `args`).
     pub params_data: Vec<Arc<DeviceData>>,
-    /// The value of each `VarSource::Arg` variable, in order.
-    pub var_args: Vec<SizeArg>,
+    /// The cell of each `VarSource::Arg` variable, in order.
+    pub var_args: Vec<Arc<SizeCell>>,
 }
 
 impl Traced<'_> {
     /// The execution arguments; uploads host data not yet on the device.
-    pub fn args(&self) -> Result<ExecArgs> {
+    pub fn args(&self) -> Result<ExecArgs<'_>> {
         let mut params = smallvec::SmallVec::with_capacity(self.params.len());
         for data in &self.params_data {
             params.push(data.exec_arg()?);
         }
         Ok(ExecArgs {
             params,
-            vars: self.var_args.clone(),
+            vars: self.var_args.iter().map(|c| c.as_arg()).collect(),
         })
     }
 
@@ -151,7 +152,7 @@ pub(crate) fn trace<'a>(
                             ),
                         )
                     })?;
-                    var_args.push(cell.as_arg());
+                    var_args.push(cell.clone());
                     VarSource::Arg(var_args.len() - 1)
                 }
             };

@@ -2,7 +2,7 @@
 
 use super::metrics;
 use super::size_cell::SizeCell;
-use crate::backend::{BufferRef, TensorData};
+use crate::backend::{DeviceBuffer, SizeArg, TensorArg};
 use crate::device::Device;
 use crate::host::HostArray;
 use parking_lot::Mutex;
@@ -30,10 +30,10 @@ pub(crate) struct DeviceData {
 /// start and needs no once-cell: a captured step builds and replaces
 /// several of these per replay.
 enum Storage {
-    Device(BufferRef),
+    Device(DeviceBuffer),
     /// Host data, uploaded on first use.
     Host {
-        buffer: OnceLock<BufferRef>,
+        buffer: OnceLock<DeviceBuffer>,
         /// Exact host data and the static shape to allocate for it, until
         /// the upload.
         pending: Mutex<Option<(Arc<HostArray>, Vec<usize>)>>,
@@ -52,7 +52,7 @@ impl std::fmt::Debug for DeviceData {
 
 impl DeviceData {
     /// Data already on the device (a program's result).
-    pub fn on_device(device: Device, buffer: BufferRef, sizes: SizeCells) -> DeviceData {
+    pub fn on_device(device: Device, buffer: DeviceBuffer, sizes: SizeCells) -> DeviceData {
         DeviceData {
             device,
             storage: Storage::Device(buffer),
@@ -78,35 +78,34 @@ impl DeviceData {
     }
 
     /// The device buffer, uploading the host data the first time.
-    pub fn buffer(&self) -> crate::Result<BufferRef> {
+    pub fn buffer(&self) -> crate::Result<&DeviceBuffer> {
         let (buffer, pending) = match &self.storage {
-            Storage::Device(b) => return Ok(b.clone()),
+            Storage::Device(b) => return Ok(b),
             Storage::Host { buffer, pending } => (buffer, pending),
         };
         if let Some(b) = buffer.get() {
-            return Ok(b.clone());
+            return Ok(b);
         }
         let mut pending = pending.lock();
         if let Some(b) = buffer.get() {
-            return Ok(b.clone());
+            return Ok(b);
         }
         let (host, bound) = pending.as_ref().ok_or_else(|| {
             crate::Error::internal("upload", "data with neither a buffer nor host data")
         })?;
         let b = self.device.backend().upload(host, bound)?;
         metrics::inc(metrics::Counter::TransferToDevice);
-        let _ = buffer.set(b.clone());
+        // Under the lock, with the cell checked empty: this set succeeds.
+        let b = buffer.get_or_init(|| b);
         *pending = None;
         Ok(b)
     }
 
     /// This data as a program argument: its buffer (uploaded the first
     /// time) and the size of each dynamic dimension.
-    pub fn exec_arg(&self) -> crate::Result<TensorData> {
-        let mut sizes = crate::backend::Sizes::new();
-        for c in self.sizes.iter().flatten() {
-            sizes.push(c.as_arg());
-        }
+    pub fn exec_arg(&self) -> crate::Result<TensorArg<'_>> {
+        let sizes: smallvec::SmallVec<[SizeArg<'_>; 2]> =
+            self.sizes.iter().flatten().map(|c| c.as_arg()).collect();
         Ok((self.buffer()?, sizes))
     }
 
@@ -114,7 +113,7 @@ impl DeviceData {
     /// The caller guarantees that it has the dtype and rank of the node
     /// holding this data, and updates [`DeviceData::sizes`] and that
     /// node's shape to the result's.
-    pub fn set_buffer(&mut self, buffer: BufferRef) {
+    pub fn set_buffer(&mut self, buffer: DeviceBuffer) {
         self.storage = Storage::Device(buffer);
     }
 

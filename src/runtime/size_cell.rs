@@ -1,6 +1,6 @@
 //! A computed size: produced by a program, kept on its device until read.
 
-use crate::backend::{BufferRef, SizeArg};
+use crate::backend::{DeviceBuffer, SizeArg};
 use crate::device::Device;
 use crate::Result;
 use parking_lot::Mutex;
@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 /// It stays on the device (so the next program can take it as an argument
 /// without a host round trip) and is read to the host at most once.
 pub(crate) struct SizeCell {
-    device: Option<(BufferRef, Device)>,
+    device: Option<(DeviceBuffer, Device)>,
     host: Mutex<Option<i64>>,
 }
 
@@ -30,7 +30,7 @@ impl SizeCell {
     }
 
     /// A size held by a device buffer.
-    pub fn on_device(buffer: BufferRef, device: Device) -> SizeCell {
+    pub fn on_device(buffer: DeviceBuffer, device: Device) -> SizeCell {
         SizeCell {
             device: Some((buffer, device)),
             host: Mutex::new(None),
@@ -39,10 +39,10 @@ impl SizeCell {
 
     /// How the size is passed to a program: its host value if known, else
     /// its device buffer.
-    pub fn as_arg(&self) -> SizeArg {
+    pub fn as_arg(&self) -> SizeArg<'_> {
         match (self.known(), self.device_buffer()) {
             (Some(v), _) => SizeArg::Host(v),
-            (None, Some(b)) => SizeArg::Device(b.clone()),
+            (None, Some(b)) => SizeArg::Device(b),
             (None, None) => SizeArg::Host(0),
         }
     }
@@ -53,7 +53,7 @@ impl SizeCell {
     }
 
     /// The device buffer, if the size lives on a device.
-    pub fn device_buffer(&self) -> Option<&BufferRef> {
+    pub fn device_buffer(&self) -> Option<&DeviceBuffer> {
         self.device.as_ref().map(|(b, _)| b)
     }
 

@@ -4,7 +4,7 @@ use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
 use super::{cache, metrics, registry};
-use crate::backend::{ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Sizes};
+use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::symint::{Shape, SizeExpr, VarRef};
@@ -124,11 +124,9 @@ pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarR
     Ok(())
 }
 
-pub(crate) fn cell(device: &Device, s: SizeArg) -> Arc<SizeCell> {
-    Arc::new(match s {
-        SizeArg::Host(v) => SizeCell::host(v),
-        SizeArg::Device(b) => SizeCell::on_device(b, device.clone()),
-    })
+/// The cell of a size a program computed into `b`.
+pub(crate) fn cell(device: &Device, b: DeviceBuffer) -> Arc<SizeCell> {
+    Arc::new(SizeCell::on_device(b, device.clone()))
 }
 
 pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
@@ -137,7 +135,11 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
 
 /// The size cells of a program's result of `shape` from its size outputs
 /// (one per dynamic dimension, in order); see [`size_cell`].
-pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> SizeCells {
+pub(crate) fn size_cells(
+    device: &Device,
+    shape: &[SizeExpr],
+    sizes: impl IntoIterator<Item = DeviceBuffer>,
+) -> SizeCells {
     let mut cells = SizeCells::with_capacity(shape.len());
     let mut dynamic = sizes.into_iter();
     for d in shape {
@@ -155,7 +157,7 @@ pub(crate) fn size_cells(device: &Device, shape: &[SizeExpr], sizes: Sizes) -> S
 /// output. A size that is a variable shares the variable's cell: the
 /// first result to name the variable binds it, and the size outputs of
 /// later ones repeat its value and are released.
-pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: SizeArg) -> Arc<SizeCell> {
+pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: DeviceBuffer) -> Arc<SizeCell> {
     let var = dim.as_var();
     if let Some(c) = var.and_then(|v| v.0.cell.get()) {
         return c.clone();
@@ -173,7 +175,7 @@ pub(crate) fn data_node(
     device: &Device,
     dtype: crate::DType,
     shape: Shape,
-    buffer: crate::backend::BufferRef,
+    buffer: DeviceBuffer,
     cells: SizeCells,
 ) -> Arc<Node> {
     let data = DeviceData::on_device(device.clone(), buffer, cells);
@@ -193,7 +195,11 @@ pub(crate) fn data_node(
 
 /// Starts `exe` on `device`, timed as `ExecuteTime` and counted as
 /// `ExecuteGraph`: a sync's program or a captured step's replay.
-pub(crate) fn execute(device: &Device, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
+pub(crate) fn execute(
+    device: &Device,
+    exe: &ExecutableRef,
+    args: ExecArgs<'_>,
+) -> Result<ExecOutputs> {
     let outputs = metrics::time(metrics::Timer::ExecuteTime, || {
         device.backend().execute(exe, args)
     })?;

@@ -443,7 +443,7 @@ impl DataLeafMut<'_> {
     }
 
     /// The elements are now in `buffer`.
-    pub fn set_buffer(&mut self, buffer: crate::backend::BufferRef) {
+    pub fn set_buffer(&mut self, buffer: crate::backend::DeviceBuffer) {
         self.data.set_buffer(buffer);
     }
 }

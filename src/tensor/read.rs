@@ -35,7 +35,7 @@ impl Tensor {
             });
         }
         let buffer = data.buffer()?;
-        let host = data.device.backend().download(&buffer, &shape)?;
+        let host = data.device.backend().download(buffer, &shape)?;
         metrics::inc(metrics::Counter::TransferFromDevice);
         Ok(host)
     }

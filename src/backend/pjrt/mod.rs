@@ -11,7 +11,7 @@ pub mod ffi;
 pub(crate) mod discover;
 mod lower;
 
-use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Sizes};
+use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::runtime::metrics;
@@ -58,16 +58,21 @@ impl Drop for PjrtBackend {
 
 static RECORD_LAST: AtomicBool = AtomicBool::new(false);
 
-/// One recorded execution: the executable, its argument buffers and its
-/// result buffers, in order (for the benchmarks).
+/// One recorded execution: the executable, copies of its argument buffers,
+/// and which buffers it read and wrote (for the benchmarks).
 #[derive(Clone)]
 pub struct RecordedExecution {
     /// The compiled program.
     pub exe: Arc<Executable>,
-    /// The argument buffers, in parameter order (size arguments included).
+    /// Copies of the argument buffers, in parameter order (size arguments
+    /// included): the runtime owns the buffers it passed and may release
+    /// them after the step.
     pub args: Vec<Arc<Buffer>>,
-    /// The result buffers, in order (sizes included).
-    pub outputs: Vec<Arc<Buffer>>,
+    /// The identity ([`Buffer::id`]) of each argument buffer passed.
+    pub arg_ids: Vec<usize>,
+    /// The identity of each result buffer, in order (sizes included): an
+    /// argument of a later execution with the same identity is that result.
+    pub output_ids: Vec<usize>,
 }
 
 /// The last two executions, oldest first, kept only while
@@ -83,48 +88,49 @@ pub(crate) fn set_record_last(on: bool) {
     }
 }
 
-/// Records one execution (see [`set_record_last`]): its arguments and its
-/// results in the program's order, sizes after each result.
-fn record_execution(exe: &Arc<Executable>, args: &[&BufferRef], outputs: &ExecOutputs) {
-    let results = outputs
-        .tensors
-        .iter()
-        .flat_map(|(t, sizes)| std::iter::once(t).chain(sizes.iter().filter_map(device_size)))
-        .chain(outputs.sizes.iter().filter_map(device_size));
+/// Records one execution (see [`set_record_last`]): copies of its
+/// arguments, and the identities of its arguments and of its results in
+/// the program's order, sizes after each result.
+fn record_execution(
+    client: &Client,
+    exe: &Arc<Executable>,
+    args: &[&Buffer],
+    outputs: &[Buffer],
+) -> std::result::Result<(), PjrtError> {
+    let mut copies = Vec::with_capacity(args.len());
+    for b in args {
+        let bytes = b.to_host()?;
+        copies.push(Arc::new(client.buffer_from_host(
+            &bytes,
+            b.element_type(),
+            b.dims(),
+            0,
+        )?));
+    }
     let mut last = LAST.lock();
     if last.len() == 2 {
         last.remove(0);
     }
     last.push(RecordedExecution {
         exe: exe.clone(),
-        args: pjrt_buffers(args.iter().copied()),
-        outputs: pjrt_buffers(results),
+        args: copies,
+        arg_ids: args.iter().map(|b| b.id()).collect(),
+        output_ids: outputs.iter().map(Buffer::id).collect(),
     });
-}
-
-fn pjrt_buffers<'a>(bufs: impl Iterator<Item = &'a BufferRef>) -> Vec<Arc<Buffer>> {
-    bufs.filter_map(|b| b.clone().downcast::<Buffer>().ok())
-        .collect()
+    Ok(())
 }
 
 /// The buffer of a size argument: its own, or for a size known on the
 /// host the next one `uploaded` for it.
 fn size_arg<'a>(
-    s: &'a SizeArg,
-    uploaded: &mut std::slice::Iter<'a, BufferRef>,
-) -> Result<&'a BufferRef> {
-    match s {
+    s: &SizeArg<'a>,
+    uploaded: &mut std::slice::Iter<'a, DeviceBuffer>,
+) -> Result<&'a DeviceBuffer> {
+    match *s {
         SizeArg::Device(b) => Ok(b),
         SizeArg::Host(_) => uploaded
             .next()
             .ok_or_else(|| Error::internal("pjrt execute", "a host size not uploaded")),
-    }
-}
-
-fn device_size(s: &SizeArg) -> Option<&BufferRef> {
-    match s {
-        SizeArg::Device(b) => Some(b),
-        SizeArg::Host(_) => None,
     }
 }
 
@@ -202,15 +208,18 @@ impl PjrtBackend {
         })
     }
 
-    fn buffer<'a>(&self, b: &'a BufferRef, op: &'static str) -> Result<&'a Buffer> {
-        b.downcast_ref::<Buffer>().ok_or_else(|| Error::Backend {
-            backend: self.name.clone(),
-            op,
-            message: "a buffer from another backend".into(),
-        })
+    fn buffer<'a>(&self, b: &'a DeviceBuffer, op: &'static str) -> Result<&'a Buffer> {
+        match b {
+            DeviceBuffer::Pjrt(b) => Ok(b),
+            _ => Err(Error::Backend {
+                backend: self.name.clone(),
+                op,
+                message: "a buffer from another backend".into(),
+            }),
+        }
     }
 
-    fn upload_i32(&self, v: i64) -> Result<BufferRef> {
+    fn upload_i32(&self, v: i64) -> Result<DeviceBuffer> {
         let v = i32::try_from(v).map_err(|_| Error::Backend {
             backend: self.name.clone(),
             op: "execute",
@@ -220,7 +229,7 @@ impl PjrtBackend {
             .client
             .buffer_from_host(&v.to_ne_bytes(), ElementType::S32, &[], 0)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
-        Ok(Arc::new(b))
+        Ok(DeviceBuffer::Pjrt(b))
     }
 }
 
@@ -291,7 +300,7 @@ impl Backend for PjrtBackend {
         }))
     }
 
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
+    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs> {
         let pe = exe
             .downcast_ref::<PjrtExecutable>()
             .ok_or_else(|| Error::Backend {
@@ -311,7 +320,7 @@ impl Backend for PjrtBackend {
         }
         // Sizes known on the host become device scalars first, so that
         // every argument can then be borrowed in order.
-        let mut host_sizes: SmallVec<[BufferRef; 4]> = SmallVec::new();
+        let mut host_sizes: SmallVec<[DeviceBuffer; 4]> = SmallVec::new();
         for s in args.params.iter().flat_map(|(_, s)| s).chain(&args.vars) {
             if let SizeArg::Host(v) = s {
                 host_sizes.push(self.upload_i32(*v)?);
@@ -319,9 +328,9 @@ impl Backend for PjrtBackend {
         }
         let mut uploaded = host_sizes.iter();
         let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
-        let mut bufs: SmallVec<[&BufferRef; 16]> = SmallVec::with_capacity(count);
+        let mut bufs: SmallVec<[&DeviceBuffer; 16]> = SmallVec::with_capacity(count);
         for (b, sizes) in &args.params {
-            bufs.push(b);
+            bufs.push(*b);
             for s in sizes {
                 bufs.push(size_arg(s, &mut uploaded)?);
             }
@@ -361,26 +370,26 @@ impl Backend for PjrtBackend {
             pe.ran_once.store(true, Ordering::Relaxed);
             crate::device::wait_for_devices_at_exit();
         }
+        if RECORD_LAST.load(Ordering::Relaxed) {
+            record_execution(&self.client, &pe.exe, &refs, &out)
+                .map_err(|e| backend_err(&self.name, "execute", e))?;
+        }
         let fewer = || Error::internal("pjrt execute", "fewer results than the program declares");
-        let mut out = out.into_iter().map(|b| Arc::new(b) as BufferRef);
+        let mut out = out.into_iter().map(DeviceBuffer::Pjrt);
         let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
         for &nd in &pe.output_dynamic {
             let t = out.next().ok_or_else(fewer)?;
-            let mut sizes = Sizes::new();
+            let mut sizes = SmallVec::new();
             for _ in 0..nd {
-                sizes.push(SizeArg::Device(out.next().ok_or_else(fewer)?));
+                sizes.push(out.next().ok_or_else(fewer)?);
             }
             tensors.push((t, sizes));
         }
-        let sizes = out.map(SizeArg::Device).collect();
-        let outputs = ExecOutputs { tensors, sizes };
-        if RECORD_LAST.load(Ordering::Relaxed) {
-            record_execution(&pe.exe, &bufs, &outputs);
-        }
-        Ok(outputs)
+        let sizes = out.collect();
+        Ok(ExecOutputs { tensors, sizes })
     }
 
-    fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<BufferRef> {
+    fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer> {
         if host.shape().len() != bound.len() || host.shape().iter().zip(bound).any(|(h, b)| h > b) {
             return Err(Error::Backend {
                 backend: self.name.clone(),
@@ -410,10 +419,10 @@ impl Backend for PjrtBackend {
             .client
             .buffer_from_host(&data, element_type(host.dtype()), &dims, 0)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
-        Ok(Arc::new(b))
+        Ok(DeviceBuffer::Pjrt(b))
     }
 
-    fn download(&self, buffer: &BufferRef, shape: &[usize]) -> Result<HostArray> {
+    fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {
         let b = self.buffer(buffer, "download")?;
         let err = |m: String| Error::Backend {
             backend: self.name.clone(),
@@ -444,7 +453,7 @@ impl Backend for PjrtBackend {
         self.wait_in_flight("synchronize")
     }
 
-    fn read_size(&self, buffer: &BufferRef) -> Result<i64> {
+    fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64> {
         let b = self.buffer(buffer, "read_size")?;
         let bytes = b
             .to_host()

@@ -8,17 +8,11 @@
 mod eval;
 mod kernels;
 
-use super::{Backend, BufferRef, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::host::HostArray;
 use crate::runtime::program::{Program, VarSource};
 use crate::{Error, Result};
 use std::sync::Arc;
-
-/// A reference "device" buffer: the exact host array.
-pub(crate) struct RefBuffer(pub HostArray);
-
-/// A reference "device" size.
-pub(crate) struct RefSize(pub i64);
 
 /// The embedded interpreter.
 #[derive(Default)]
@@ -35,10 +29,15 @@ pub(crate) fn err(op: &'static str, message: impl Into<String>) -> Error {
 fn read_size(s: &SizeArg) -> Result<i64> {
     match s {
         SizeArg::Host(v) => Ok(*v),
-        SizeArg::Device(b) => b
-            .downcast_ref::<RefSize>()
-            .map(|s| s.0)
-            .ok_or_else(|| err("execute", "a size from another backend")),
+        SizeArg::Device(DeviceBuffer::ReferenceSize(v)) => Ok(*v),
+        SizeArg::Device(_) => Err(err("execute", "a size from another backend")),
+    }
+}
+
+fn array<'a>(b: &'a DeviceBuffer, op: &'static str) -> Result<&'a HostArray> {
+    match b {
+        DeviceBuffer::Reference(a) => Ok(a),
+        _ => Err(err(op, "a buffer from another backend")),
     }
 }
 
@@ -57,7 +56,7 @@ impl Backend for ReferenceBackend {
         Ok(())
     }
 
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs) -> Result<ExecOutputs> {
+    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs> {
         let program = exe
             .downcast_ref::<Program>()
             .ok_or_else(|| err("execute", "an executable from another backend"))?;
@@ -65,11 +64,9 @@ impl Backend for ReferenceBackend {
             .params
             .iter()
             .map(|(b, sizes)| {
-                let a = b
-                    .downcast_ref::<RefBuffer>()
-                    .ok_or_else(|| err("execute", "a buffer from another backend"))?;
+                let a = array(b, "execute")?;
                 let s = sizes.iter().map(read_size).collect::<Result<Vec<_>>>()?;
-                Ok((a.0.clone(), s))
+                Ok((a.clone(), s))
             })
             .collect::<Result<_>>()?;
         let var_args = args
@@ -88,9 +85,9 @@ impl Backend for ReferenceBackend {
                 .iter()
                 .enumerate()
                 .filter(|(_, e)| e.as_const().is_none())
-                .map(|(d, _)| SizeArg::Device(Arc::new(RefSize(a.shape()[d] as i64))))
+                .map(|(d, _)| DeviceBuffer::ReferenceSize(a.shape()[d] as i64))
                 .collect();
-            tensors.push((Arc::new(RefBuffer(a.clone())) as BufferRef, sizes));
+            tensors.push((DeviceBuffer::Reference(Box::new(a.clone())), sizes));
         }
         let mut sizes = Vec::new();
         for &k in &program.size_outputs {
@@ -98,29 +95,27 @@ impl Backend for ReferenceBackend {
                 VarSource::Dim { node, dim } => values[*node].shape()[*dim] as i64,
                 VarSource::Arg(a) => var_args[*a],
             };
-            sizes.push(SizeArg::Device(Arc::new(RefSize(v))));
+            sizes.push(DeviceBuffer::ReferenceSize(v));
         }
         Ok(ExecOutputs { tensors, sizes })
     }
 
-    fn upload(&self, host: &HostArray, _bound: &[usize]) -> Result<BufferRef> {
-        Ok(Arc::new(RefBuffer(host.clone())))
+    fn upload(&self, host: &HostArray, _bound: &[usize]) -> Result<DeviceBuffer> {
+        Ok(DeviceBuffer::Reference(Box::new(host.clone())))
     }
 
-    fn download(&self, buffer: &BufferRef, shape: &[usize]) -> Result<HostArray> {
-        let a = buffer
-            .downcast_ref::<RefBuffer>()
-            .ok_or_else(|| err("download", "a buffer from another backend"))?;
-        if a.0.shape() != shape {
+    fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {
+        let a = array(buffer, "download")?;
+        if a.shape() != shape {
             return Err(err(
                 "download",
-                format!("buffer shape {:?} differs from {:?}", a.0.shape(), shape),
+                format!("buffer shape {:?} differs from {:?}", a.shape(), shape),
             ));
         }
-        Ok(a.0.clone())
+        Ok(a.clone())
     }
 
-    fn read_size(&self, buffer: &BufferRef) -> Result<i64> {
-        read_size(&SizeArg::Device(buffer.clone()))
+    fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64> {
+        read_size(&SizeArg::Device(buffer))
     }
 }

@@ -2,8 +2,9 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{ExecArgs, SizeArg, TensorData};
+use crate::backend::{ExecArgs, SizeArg, TensorOut};
 use crate::ir::Node;
+use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
@@ -32,12 +33,12 @@ pub(super) fn replay(
             }
         }
     }
-    let params = match gather(v, nodes)? {
-        Gathered::Args(params) => params,
+    let data = match gather(v, nodes)? {
+        Gathered::Data(data) => data,
         Gathered::Pending(pending) => {
             sync::sync_tensors(&pending)?;
             match gather(v, nodes)? {
-                Gathered::Args(params) => params,
+                Gathered::Data(data) => data,
                 Gathered::Pending(_) => {
                     return Err(Error::internal(
                         "capture",
@@ -55,11 +56,19 @@ pub(super) fn replay(
         metrics::inc(metrics::Counter::StepReplay);
         return returned(v, kept, inputs, None).map(Some);
     };
-    let mut vars = Vec::with_capacity(v.arg_sizes.len());
+    let mut params = SmallVec::with_capacity(data.len());
+    for d in &data {
+        params.push(d.exec_arg()?);
+    }
+    let mut vars = SmallVec::with_capacity(v.arg_sizes.len());
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
     let out = sync::execute(&v.device, exe, ExecArgs { params, vars })?;
+    // Released before the results are bound: a result may move into a
+    // parameter's data in place, which needs it unshared. (The backend
+    // keeps what the running program reads alive on its own.)
+    drop(data);
     metrics::inc(metrics::Counter::StepReplay);
     let mut results = Results {
         v,
@@ -110,10 +119,8 @@ pub(super) fn replay(
 // nothing for them.
 #[allow(clippy::large_enum_variant)]
 enum Gathered {
-    /// Each parameter's buffer and sizes, in order. Only the buffers are
-    /// held, not the data: a result may then move into that data in place,
-    /// which needs it unshared.
-    Args(SmallVec<[TensorData; 4]>),
+    /// Each parameter's data, in order, uploaded.
+    Data(SmallVec<[Arc<DeviceData>; 4]>),
     /// The tensors among them with pending work: sync them and gather again.
     Pending(Vec<Tensor>),
     /// A tensor the program reads is gone or no longer has its recorded
@@ -125,13 +132,14 @@ enum Gathered {
 /// (`nodes`: the inputs' nodes, all computed), uploading host data that
 /// is not on the device yet.
 fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
-    let mut args = SmallVec::with_capacity(v.params.len());
+    let mut data = SmallVec::with_capacity(v.params.len());
     let mut pending = Vec::new();
     for p in &v.params {
         let admits = |n: &Node| p.guard.as_ref().is_none_or(|g| g.admits(n));
         let holder = match &p.source {
             ParamSource::Const(c) => {
-                args.push(c.exec_arg()?);
+                c.buffer()?;
+                data.push(c.clone());
                 continue;
             }
             ParamSource::Input(k) => {
@@ -140,10 +148,9 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                     return Ok(Gathered::Stale);
                 }
                 let d = n.data.as_ref();
-                args.push(
-                    d.ok_or_else(|| Error::internal("capture", "an input without data"))?
-                        .exec_arg()?,
-                );
+                let d = d.ok_or_else(|| Error::internal("capture", "an input without data"))?;
+                d.buffer()?;
+                data.push(d.clone());
                 continue;
             }
             ParamSource::State(w) => match w.upgrade() {
@@ -155,15 +162,18 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 None => return Ok(Gathered::Stale),
             },
         };
-        let arg = holder.with_node(|n| admits(n).then(|| n.data.as_ref().map(|d| d.exec_arg())));
-        match arg {
+        let d = holder.with_node(|n| admits(n).then(|| n.data.clone()));
+        match d {
             None => return Ok(Gathered::Stale),
-            Some(Some(arg)) => args.push(arg?),
+            Some(Some(d)) => {
+                d.buffer()?;
+                data.push(d);
+            }
             Some(None) => pending.push(holder),
         }
     }
     Ok(if pending.is_empty() {
-        Gathered::Args(args)
+        Gathered::Data(data)
     } else {
         Gathered::Pending(pending)
     })
@@ -214,7 +224,7 @@ struct Results<'a> {
     inputs: &'a [Arc<Node>],
     /// This replay's sizes for the variables the program computes.
     fresh: SmallVec<[SizeExpr; 2]>,
-    buffers: Vec<Option<TensorData>>,
+    buffers: Vec<Option<TensorOut>>,
     /// Empty until the first result is wrapped in a node.
     nodes: SmallVec<[Option<Arc<Node>>; 8]>,
     /// How many results moved in place (counted once per replay).
@@ -302,11 +312,11 @@ impl Results<'_> {
 }
 
 /// The size of dimension `dim` of a computed input, as a program argument.
-fn input_size(node: &Node, dim: usize) -> Result<SizeArg> {
+fn input_size(node: &Node, dim: usize) -> Result<SizeArg<'_>> {
     let cell = node
         .data
         .as_ref()
-        .and_then(|d| d.sizes.get(dim).cloned().flatten())
+        .and_then(|d| d.sizes.get(dim)?.as_ref())
         .ok_or_else(|| Error::internal("capture", "a dynamic input without its size"))?;
     Ok(cell.as_arg())
 }

@@ -162,6 +162,12 @@ impl Buffer {
         self.raw
     }
 
+    /// An identity for this buffer, distinct from every other buffer alive
+    /// at the same time (the address of the plugin's handle).
+    pub fn id(&self) -> usize {
+        self.raw as usize
+    }
+
     /// Copies the logical contents to the host: dense, row-major, of shape
     /// [`Buffer::unpadded_dims`] (padding of dynamic dimensions is dropped).
     pub fn to_host(&self) -> Result<Vec<u8>, PjrtError> {
