@@ -86,7 +86,7 @@ pub(crate) trait Backend: Send + Sync {
     /// this returns (the backend orders their uses after it); an error of
     /// the running program is reported by the next `execute`,
     /// `synchronize` or read of its results.
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs>;
+    fn execute(&self, exe: &ExecutableRef, args: &ExecArgs<'_>) -> Result<ExecOutputs>;
     /// Blocks until every program started by `execute` has finished, and
     /// reports the error of one that failed.
     fn synchronize(&self) -> Result<()>;

@@ -104,8 +104,10 @@ impl DeviceData {
     /// This data as a program argument: its buffer (uploaded the first
     /// time) and the size of each dynamic dimension.
     pub fn exec_arg(&self) -> crate::Result<TensorArg<'_>> {
-        let sizes: smallvec::SmallVec<[SizeArg<'_>; 2]> =
-            self.sizes.iter().flatten().map(|c| c.as_arg()).collect();
+        let mut sizes = smallvec::SmallVec::<[SizeArg<'_>; 2]>::new();
+        for c in self.sizes.iter().flatten() {
+            sizes.push(c.as_arg());
+        }
         Ok((self.buffer()?, sizes))
     }
 

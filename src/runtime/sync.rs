@@ -198,7 +198,7 @@ pub(crate) fn data_node(
 pub(crate) fn execute(
     device: &Device,
     exe: &ExecutableRef,
-    args: ExecArgs<'_>,
+    args: &ExecArgs<'_>,
 ) -> Result<ExecOutputs> {
     let outputs = metrics::time(metrics::Timer::ExecuteTime, || {
         device.backend().execute(exe, args)
@@ -245,7 +245,7 @@ fn run(
             exe
         }
     };
-    let outputs = execute(device, &exe, traced.args()?)?;
+    let outputs = execute(device, &exe, &traced.args()?)?;
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     Ok(Ran {
         outputs,

@@ -300,7 +300,7 @@ impl Backend for PjrtBackend {
         }))
     }
 
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs> {
+    fn execute(&self, exe: &ExecutableRef, args: &ExecArgs<'_>) -> Result<ExecOutputs> {
         let pe = exe
             .downcast_ref::<PjrtExecutable>()
             .ok_or_else(|| Error::Backend {
@@ -328,19 +328,15 @@ impl Backend for PjrtBackend {
         }
         let mut uploaded = host_sizes.iter();
         let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
-        let mut bufs: SmallVec<[&DeviceBuffer; 16]> = SmallVec::with_capacity(count);
+        let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(count);
         for (b, sizes) in &args.params {
-            bufs.push(*b);
+            refs.push(self.buffer(b, "execute")?);
             for s in sizes {
-                bufs.push(size_arg(s, &mut uploaded)?);
+                refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
             }
         }
         for s in &args.vars {
-            bufs.push(size_arg(s, &mut uploaded)?);
-        }
-        let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(bufs.len());
-        for b in &bufs {
-            refs.push(self.buffer(b, "execute")?);
+            refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
         }
         let (out, done) = pe
             .exe

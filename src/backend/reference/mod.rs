@@ -56,7 +56,7 @@ impl Backend for ReferenceBackend {
         Ok(())
     }
 
-    fn execute(&self, exe: &ExecutableRef, args: ExecArgs<'_>) -> Result<ExecOutputs> {
+    fn execute(&self, exe: &ExecutableRef, args: &ExecArgs<'_>) -> Result<ExecOutputs> {
         let program = exe
             .downcast_ref::<Program>()
             .ok_or_else(|| err("execute", "an executable from another backend"))?;

@@ -64,7 +64,7 @@ pub(super) fn replay(
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
-    let out = sync::execute(&v.device, exe, ExecArgs { params, vars })?;
+    let out = sync::execute(&v.device, exe, &ExecArgs { params, vars })?;
     // Released before the results are bound: a result may move into a
     // parameter's data in place, which needs it unshared. (The backend
     // keeps what the running program reads alive on its own.)
