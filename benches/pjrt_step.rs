@@ -1,6 +1,7 @@
 //! One step on PJRT two ways: through lazyxla (trace, canonicalise, cache
 //! lookup, execute) and by calling the same compiled executable directly
-//! through the FFI with the same argument buffers. The ratio is lazyxla's
+//! through the FFI with the same arguments (copies of lazyxla's argument
+//! buffers, made once: lazyxla owns its buffers). The ratio is lazyxla's
 //! overhead per step (target: 1.10x). Two lazyxla figures are reported:
 //! the whole step (recording the ops, then `mark_step`) and the sync alone
 //! (trace, canonicalise, cache lookup, execute, rebind) with the ops

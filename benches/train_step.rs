@@ -2,7 +2,7 @@
 //! `train_mlp` at batch 128, 784-512-512-10, and of `train_detector`, on the
 //! default device (XLA when a PJRT plugin is installed). Reports the step
 //! time and lazyxla's own share: the part of the step's wall time that the
-//! step's executable, run alone through the FFI with the same buffers,
+//! step's executable, run alone through the FFI with the same arguments,
 //! does not account for (recording, tracing, hashing, cache lookup,
 //! rebinding, freeing, as far as they do not overlap the device's work).
 //! Both are measured side by side in the same run. Each step is measured

@@ -67,7 +67,8 @@ pub mod debug {
     pub use crate::backend::pjrt::ffi as pjrt_ffi;
 
     /// Records (`true`) or stops recording and forgets (`false`) the
-    /// executable, argument and result buffers of each PJRT execution, for
+    /// executable of each PJRT execution, copies of its argument buffers
+    /// and the identities of its argument and result buffers, for
     /// [`pjrt_last_executions`].
     #[doc(hidden)]
     pub fn pjrt_record_last(on: bool) {
@@ -80,8 +81,8 @@ pub mod debug {
 
     /// The last two PJRT executions while recording was on (oldest first),
     /// so a benchmark can run the same program directly through the FFI,
-    /// with the same buffers or chaining results into arguments as
-    /// consecutive steps do.
+    /// with the same argument values, or chaining results into arguments
+    /// as consecutive steps do.
     #[doc(hidden)]
     pub fn pjrt_last_executions() -> Vec<RecordedExecution> {
         crate::backend::pjrt::last_executions()
