@@ -367,8 +367,9 @@ impl Backend for PjrtBackend {
             crate::device::wait_for_devices_at_exit();
         }
         if RECORD_LAST.load(Ordering::Relaxed) {
-            record_execution(&self.client, &pe.exe, &refs, &out)
-                .map_err(|e| backend_err(&self.name, "execute", e))?;
+            // A debugging aid never fails the step: a copy that fails
+            // leaves this execution unrecorded.
+            let _ = record_execution(&self.client, &pe.exe, &refs, &out);
         }
         let fewer = || Error::internal("pjrt execute", "fewer results than the program declares");
         let mut out = out.into_iter().map(DeviceBuffer::Pjrt);

@@ -115,11 +115,9 @@ pub(super) fn replay(
 }
 
 /// A variant's arguments, or why there are none yet.
-// Large on purpose: the arguments stay inline, and a replay allocates
-// nothing for them.
-#[allow(clippy::large_enum_variant)]
 enum Gathered {
-    /// Each parameter's data, in order, uploaded.
+    /// Each parameter's data, in order, uploaded (inline for a few: a
+    /// replay allocates nothing for them).
     Data(SmallVec<[Arc<DeviceData>; 4]>),
     /// The tensors among them with pending work: sync them and gather again.
     Pending(Vec<Tensor>),
