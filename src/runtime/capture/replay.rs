@@ -116,8 +116,8 @@ pub(super) fn replay(
 
 /// A variant's arguments, or why there are none yet.
 enum Gathered {
-    /// Each parameter's data, in order, uploaded (inline for a few: a
-    /// replay allocates nothing for them).
+    /// Each parameter's data, in order (inline for a few: a replay
+    /// allocates nothing for them).
     Data(SmallVec<[Arc<DeviceData>; 4]>),
     /// The tensors among them with pending work: sync them and gather again.
     Pending(Vec<Tensor>),
@@ -126,9 +126,9 @@ enum Gathered {
     Stale,
 }
 
-/// Gathers the current values of `v`'s parameters as program arguments
-/// (`nodes`: the inputs' nodes, all computed), uploading host data that
-/// is not on the device yet.
+/// Gathers the current data of `v`'s parameters (`nodes`: the inputs'
+/// nodes, all computed). Host data not on the device yet is uploaded when
+/// the arguments are built (`DeviceData::exec_arg`).
 fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
     let mut data = SmallVec::with_capacity(v.params.len());
     let mut pending = Vec::new();
@@ -136,7 +136,6 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
         let admits = |n: &Node| p.guard.as_ref().is_none_or(|g| g.admits(n));
         let holder = match &p.source {
             ParamSource::Const(c) => {
-                c.buffer()?;
                 data.push(c.clone());
                 continue;
             }
@@ -146,9 +145,10 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                     return Ok(Gathered::Stale);
                 }
                 let d = n.data.as_ref();
-                let d = d.ok_or_else(|| Error::internal("capture", "an input without data"))?;
-                d.buffer()?;
-                data.push(d.clone());
+                data.push(
+                    d.ok_or_else(|| Error::internal("capture", "an input without data"))?
+                        .clone(),
+                );
                 continue;
             }
             ParamSource::State(w) => match w.upgrade() {
@@ -160,13 +160,9 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 None => return Ok(Gathered::Stale),
             },
         };
-        let d = holder.with_node(|n| admits(n).then(|| n.data.clone()));
-        match d {
+        match holder.with_node(|n| admits(n).then(|| n.data.clone())) {
             None => return Ok(Gathered::Stale),
-            Some(Some(d)) => {
-                d.buffer()?;
-                data.push(d);
-            }
+            Some(Some(d)) => data.push(d),
             Some(None) => pending.push(holder),
         }
     }
@@ -249,9 +245,7 @@ impl Results<'_> {
     /// size and the size's name, the only part of the shape that can
     /// differ.
     fn write(&mut self, i: usize, leaf: &mut DataLeafMut) -> Result<()> {
-        let (buffer, sizes) = self.buffers[i]
-            .take()
-            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
+        let (buffer, sizes) = self.take(i)?;
         let dims = self.v.outputs[i].dims.iter().enumerate();
         let dynamic = dims.filter(|(_, dim)| !matches!(dim, DimTemplate::Static(_)));
         // Checked before anything is written: the tensor keeps its old
@@ -279,9 +273,7 @@ impl Results<'_> {
         if let Some(n) = &self.nodes[i] {
             return Ok(n.clone());
         }
-        let (buffer, sizes) = self.buffers[i]
-            .take()
-            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))?;
+        let (buffer, sizes) = self.take(i)?;
         let shape: Shape = self.v.outputs[i]
             .dims
             .iter()
@@ -297,6 +289,13 @@ impl Results<'_> {
         );
         self.nodes[i] = Some(n.clone());
         Ok(n)
+    }
+
+    /// Result `i`'s buffer and size buffers, taken once.
+    fn take(&mut self, i: usize) -> Result<TensorOut> {
+        self.buffers[i]
+            .take()
+            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))
     }
 
     /// The size of a result's dimension in this replay.
