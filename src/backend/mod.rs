@@ -53,10 +53,6 @@ pub(crate) enum SizeArg<'a> {
 /// size (inline for the few that tensors have).
 pub(crate) type TensorArg<'a> = (&'a DeviceBuffer, smallvec::SmallVec<[SizeArg<'a>; 2]>);
 
-/// A result: its buffer and, per dynamic dimension in order, the buffer
-/// holding its size.
-pub(crate) type TensorOut = (DeviceBuffer, smallvec::SmallVec<[DeviceBuffer; 2]>);
-
 /// The arguments of one execution, in the program's parameter order,
 /// borrowed from the data and size cells that hold them.
 pub(crate) struct ExecArgs<'a> {
@@ -67,13 +63,48 @@ pub(crate) struct ExecArgs<'a> {
     pub vars: smallvec::SmallVec<[SizeArg<'a>; 2]>,
 }
 
-/// What one execution produced, in the program's output order.
+/// What one execution produced: every output buffer in the program's
+/// order, each taken once. For each result, its buffer, then one buffer
+/// per dynamic dimension holding that dimension's size; after the
+/// results, the requested size outputs.
+///
+/// One flat list, the one the plugin's wrapper fills: results reach their
+/// tensors with no list of their own, allocated or copied.
 pub(crate) struct ExecOutputs {
-    /// For each output: its buffer and sizes. (A `Vec`: inline, the
-    /// results would be copied several times on their way to the tensors.)
-    pub tensors: Vec<TensorOut>,
-    /// The requested size outputs.
-    pub sizes: Vec<DeviceBuffer>,
+    buffers: Vec<Option<DeviceBuffer>>,
+}
+
+impl ExecOutputs {
+    /// The outputs, in order.
+    pub fn new(buffers: Vec<Option<DeviceBuffer>>) -> ExecOutputs {
+        ExecOutputs { buffers }
+    }
+
+    /// How many outputs the program returned.
+    pub fn len(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// True when output `at` is there to take.
+    pub fn has(&self, at: usize) -> bool {
+        matches!(self.buffers.get(at), Some(Some(_)))
+    }
+
+    /// Takes output `at`.
+    pub fn take(&mut self, at: usize) -> Result<DeviceBuffer> {
+        self.buffers
+            .get_mut(at)
+            .and_then(Option::take)
+            .ok_or_else(|| {
+                crate::Error::internal(
+                    "execute",
+                    format!(
+                        "output {at} of {} is missing or was taken already",
+                        self.buffers.len()
+                    ),
+                )
+            })
+    }
 }
 
 /// Compiles and runs programs, and moves data between host and device.

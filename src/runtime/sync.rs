@@ -94,8 +94,11 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     let device = tensors[0].device().clone();
     let mut ran = run(&device, &roots, &[], &[])?;
     let mut data_nodes = Vec::with_capacity(roots.len());
-    for (root, (buffer, sizes)) in roots.iter().zip(ran.outputs.tensors.drain(..)) {
-        let cells = size_cells(&device, &root.shape, sizes);
+    let mut at = 0;
+    for root in &roots {
+        let buffer = ran.outputs.take(at)?;
+        let cells = size_cells(&device, &root.shape, &mut ran.outputs, at)?;
+        at += outputs_of(&root.shape);
         data_nodes.push(data_node(
             &device,
             root.dtype,
@@ -117,9 +120,11 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
 /// yet) by running just what they need: the `include` nodes define them.
 pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
     let _guard = SYNC.lock();
-    let ran = run(device, &[], include, vars)?;
-    for (v, s) in vars.iter().zip(ran.outputs.sizes) {
-        bind(v, cell(device, s));
+    let mut ran = run(device, &[], include, vars)?;
+    // The size outputs follow the results, and no result was asked for.
+    let first = ran.outputs.len().saturating_sub(vars.len());
+    for (i, v) in vars.iter().enumerate() {
+        bind(v, cell(device, ran.outputs.take(first + i)?));
     }
     Ok(())
 }
@@ -133,24 +138,32 @@ pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
     let _ = v.0.cell.set(c);
 }
 
-/// The size cells of a program's result of `shape` from its size outputs
-/// (one per dynamic dimension, in order); see [`size_cell`].
+/// The size cells of a program's result of `shape` whose buffer is output
+/// `at`, from the size outputs that follow it (one per dynamic dimension,
+/// in order); see [`size_cell`].
 pub(crate) fn size_cells(
     device: &Device,
     shape: &[SizeExpr],
-    sizes: impl IntoIterator<Item = DeviceBuffer>,
-) -> SizeCells {
+    outputs: &mut ExecOutputs,
+    at: usize,
+) -> Result<SizeCells> {
     let mut cells = SizeCells::with_capacity(shape.len());
-    let mut dynamic = sizes.into_iter();
+    let mut next = at + 1;
     for d in shape {
         if d.as_const().is_some() {
             cells.push(None);
             continue;
         }
-        let size = dynamic.next().expect("one size per dynamic dim");
-        cells.push(Some(size_cell(device, d, size)));
+        cells.push(Some(size_cell(device, d, outputs.take(next)?)));
+        next += 1;
     }
-    cells
+    Ok(cells)
+}
+
+/// How many outputs a result of `shape` takes: its buffer and one size
+/// per dynamic dimension (see [`ExecOutputs`]).
+pub(crate) fn outputs_of(shape: &[SizeExpr]) -> usize {
+    1 + shape.iter().filter(|d| d.as_const().is_none()).count()
 }
 
 /// The cell of a result's dynamic dimension of size `dim`, from its size

@@ -24,11 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// A compiled program and the layout of its results.
+/// A compiled program.
 pub(crate) struct PjrtExecutable {
     pub exe: Arc<Executable>,
-    /// Dynamic-dimension count of each tensor output.
-    output_dynamic: Vec<usize>,
     num_var_args: usize,
     /// Set once the program has run to completion once (see `execute`).
     ran_once: AtomicBool,
@@ -95,7 +93,7 @@ fn record_execution(
     client: &Client,
     exe: &Arc<Executable>,
     args: &[&Buffer],
-    outputs: &[Buffer],
+    outputs: &[Option<DeviceBuffer>],
 ) -> std::result::Result<(), PjrtError> {
     let mut copies = Vec::with_capacity(args.len());
     for b in args {
@@ -115,7 +113,13 @@ fn record_execution(
         exe: exe.clone(),
         args: copies,
         arg_ids: args.iter().map(|b| b.id()).collect(),
-        output_ids: outputs.iter().map(Buffer::id).collect(),
+        output_ids: outputs
+            .iter()
+            .filter_map(|b| match b {
+                Some(DeviceBuffer::Pjrt(b)) => Some(b.id()),
+                _ => None,
+            })
+            .collect(),
     });
     Ok(())
 }
@@ -290,11 +294,27 @@ impl Backend for PjrtBackend {
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = lower::lower(program)?;
+        // The runtime finds each result's size outputs by its shape (see
+        // `ExecOutputs`); the lowering must have laid them out that way.
+        let dynamic = |o: &usize| {
+            let shape = &program.nodes[*o].shape;
+            shape.iter().filter(|e| e.as_const().is_none()).count()
+        };
+        if !program
+            .outputs
+            .iter()
+            .map(dynamic)
+            .eq(lowered.output_dynamic.iter().copied())
+        {
+            return Err(Error::internal(
+                "pjrt compile",
+                "the lowered results' dynamic dimensions differ from the program's shapes",
+            ));
+        }
         let ir = crate::ir::print::print_program(program);
         let exe = self.compile_text(&ir, &lowered.text)?;
         Ok(Arc::new(PjrtExecutable {
             exe: Arc::new(exe),
-            output_dynamic: lowered.output_dynamic,
             num_var_args: lowered.num_var_args,
             ran_once: AtomicBool::new(false),
         }))
@@ -340,7 +360,7 @@ impl Backend for PjrtBackend {
         }
         let (out, done) = pe
             .exe
-            .execute_async(&refs)
+            .execute_async_into(&refs, |b| Some(DeviceBuffer::Pjrt(b)))
             .map_err(|e| backend_err(&self.name, "execute", e))?;
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
@@ -371,19 +391,7 @@ impl Backend for PjrtBackend {
             // leaves this execution unrecorded.
             let _ = record_execution(&self.client, &pe.exe, &refs, &out);
         }
-        let fewer = || Error::internal("pjrt execute", "fewer results than the program declares");
-        let mut out = out.into_iter().map(DeviceBuffer::Pjrt);
-        let mut tensors = Vec::with_capacity(pe.output_dynamic.len());
-        for &nd in &pe.output_dynamic {
-            let t = out.next().ok_or_else(fewer)?;
-            let mut sizes = SmallVec::new();
-            for _ in 0..nd {
-                sizes.push(out.next().ok_or_else(fewer)?);
-            }
-            tensors.push((t, sizes));
-        }
-        let sizes = out.collect();
-        Ok(ExecOutputs { tensors, sizes })
+        Ok(ExecOutputs::new(out))
     }
 
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer> {

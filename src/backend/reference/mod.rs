@@ -75,29 +75,26 @@ impl Backend for ReferenceBackend {
             .map(read_size)
             .collect::<Result<Vec<_>>>()?;
         let values = eval::run(program, params, &var_args)?;
-        let mut tensors = Vec::with_capacity(program.outputs.len());
+        let mut out = Vec::with_capacity(program.outputs.len() + program.size_outputs.len());
         for &o in &program.outputs {
             let a = values
                 .get(o)
                 .ok_or_else(|| err("execute", "missing output"))?;
-            let sizes = program.nodes[o]
-                .shape
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.as_const().is_none())
-                .map(|(d, _)| DeviceBuffer::ReferenceSize(a.shape()[d] as i64))
-                .collect();
-            tensors.push((DeviceBuffer::Reference(Box::new(a.clone())), sizes));
+            out.push(Some(DeviceBuffer::Reference(Box::new(a.clone()))));
+            for (d, e) in program.nodes[o].shape.iter().enumerate() {
+                if e.as_const().is_none() {
+                    out.push(Some(DeviceBuffer::ReferenceSize(a.shape()[d] as i64)));
+                }
+            }
         }
-        let mut sizes = Vec::new();
         for &k in &program.size_outputs {
             let v = match &program.vars[k].source {
                 VarSource::Dim { node, dim } => values[*node].shape()[*dim] as i64,
                 VarSource::Arg(a) => var_args[*a],
             };
-            sizes.push(DeviceBuffer::ReferenceSize(v));
+            out.push(Some(DeviceBuffer::ReferenceSize(v)));
         }
-        Ok(ExecOutputs { tensors, sizes })
+        Ok(ExecOutputs::new(out))
     }
 
     fn upload(&self, host: &HostArray, _bound: &[usize]) -> Result<DeviceBuffer> {

@@ -389,9 +389,22 @@ struct OutputTemplate {
     /// may then move the result into that tensor's node and data in place
     /// (see `Tensor::write_result`).
     in_place: bool,
+    /// Where the result's buffer is among the program's outputs; its sizes
+    /// follow it (see `ExecOutputs`).
+    at: usize,
 }
 
 impl OutputTemplate {
+    /// How many outputs the result takes: its buffer and one size per
+    /// dynamic dimension.
+    fn outputs(&self) -> usize {
+        let dynamic = self
+            .dims
+            .iter()
+            .filter(|d| !matches!(d, DimTemplate::Static(_)));
+        1 + dynamic.count()
+    }
+
     /// True when `n` has this result's dtype, rank and static sizes, and
     /// is dynamic where the result is: its node may take the result in
     /// place.

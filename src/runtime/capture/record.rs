@@ -224,8 +224,10 @@ where
             })?;
             variant.arg_sizes.push(at);
         }
+        let mut at = 0;
         for r in &s.roots {
-            variant.outputs.push(templates.output(r));
+            variant.outputs.push(templates.output(r, at));
+            at += sync::outputs_of(&r.shape);
         }
     }
     variant.fresh = templates.fresh;
@@ -292,7 +294,8 @@ impl<'a> Templates<'a> {
         })
     }
 
-    fn output(&mut self, root: &Node) -> OutputTemplate {
+    /// The template of result `root`, whose buffer is output `at`.
+    fn output(&mut self, root: &Node, at: usize) -> OutputTemplate {
         let dims = root
             .shape
             .iter()
@@ -322,6 +325,7 @@ impl<'a> Templates<'a> {
             dtype: root.dtype,
             dims,
             in_place: false,
+            at,
         }
     }
 }

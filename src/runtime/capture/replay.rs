@@ -2,7 +2,7 @@
 //! and bind its results where the recording says they go.
 
 use super::{DimTemplate, ParamSource, Returned, Variant};
-use crate::backend::{ExecArgs, SizeArg, TensorOut};
+use crate::backend::{ExecArgs, ExecOutputs, SizeArg};
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, sync};
@@ -78,7 +78,7 @@ pub(super) fn replay(
             .iter()
             .map(|&(lo, hi)| SizeExpr::var(VarRef::fresh(lo, hi)))
             .collect(),
-        buffers: out.tensors.into_iter().map(Some).collect(),
+        outputs: out,
         nodes: SmallVec::new(),
         moved: 0,
     };
@@ -210,15 +210,16 @@ fn returned(
     Ok(out)
 }
 
-/// A replay's results: each one's buffer until it is moved into a tensor
-/// in place or wrapped in a data node (built once, on first use).
+/// A replay's results: each one's buffers (at the output its template
+/// names) until it is moved into a tensor in place or wrapped in a data
+/// node (built once, on first use).
 struct Results<'a> {
     v: &'a Variant,
     /// The inputs' nodes.
     inputs: &'a [Arc<Node>],
     /// This replay's sizes for the variables the program computes.
     fresh: SmallVec<[SizeExpr; 2]>,
-    buffers: Vec<Option<TensorOut>>,
+    outputs: ExecOutputs,
     /// Empty until the first result is wrapped in a node.
     nodes: SmallVec<[Option<Arc<Node>>; 8]>,
     /// How many results moved in place (counted once per replay).
@@ -232,7 +233,7 @@ impl Results<'_> {
     /// still here for [`Results::node`].
     fn move_into(&mut self, i: usize, t: &Tensor) -> Result<bool> {
         let template = &self.v.outputs[i];
-        if !template.in_place || self.buffers[i].is_none() {
+        if !template.in_place || !self.outputs.has(template.at) {
             return Ok(false);
         }
         let moved = t.write_result(|n| template.fits(n), |leaf| self.write(i, leaf))?;
@@ -245,57 +246,44 @@ impl Results<'_> {
     /// size and the size's name, the only part of the shape that can
     /// differ.
     fn write(&mut self, i: usize, leaf: &mut DataLeafMut) -> Result<()> {
-        let (buffer, sizes) = self.take(i)?;
-        let dims = self.v.outputs[i].dims.iter().enumerate();
-        let dynamic = dims.filter(|(_, dim)| !matches!(dim, DimTemplate::Static(_)));
+        let template = &self.v.outputs[i];
         // Checked before anything is written: the tensor keeps its old
         // value whole if this fails.
-        if dynamic.clone().count() != sizes.len() {
+        if !(template.at..template.at + template.outputs()).all(|k| self.outputs.has(k)) {
             return Err(Error::internal(
                 "capture",
-                "a result without one size per dynamic dimension",
+                "a result without its buffer and one size per dynamic dimension",
             ));
         }
-        for ((d, dim), size) in dynamic.zip(sizes) {
+        let mut next = template.at + 1;
+        for (d, dim) in template.dims.iter().enumerate() {
+            if matches!(dim, DimTemplate::Static(_)) {
+                continue;
+            }
             let e = self.size(dim);
-            let cell = sync::size_cell(&self.v.device, &e, size);
+            let cell = sync::size_cell(&self.v.device, &e, self.outputs.take(next)?);
+            next += 1;
             leaf.set_size(d, e, cell);
         }
-        leaf.set_buffer(buffer);
+        leaf.set_buffer(self.outputs.take(template.at)?);
         Ok(())
     }
 
     /// Result `i` as a data node, its sizes named by the template.
     fn node(&mut self, i: usize) -> Result<Arc<Node>> {
         if self.nodes.is_empty() {
-            self.nodes.resize(self.buffers.len(), None);
+            self.nodes.resize(self.v.outputs.len(), None);
         }
         if let Some(n) = &self.nodes[i] {
             return Ok(n.clone());
         }
-        let (buffer, sizes) = self.take(i)?;
-        let shape: Shape = self.v.outputs[i]
-            .dims
-            .iter()
-            .map(|d| self.size(d))
-            .collect();
-        let cells = sync::size_cells(&self.v.device, &shape, sizes);
-        let n = sync::data_node(
-            &self.v.device,
-            self.v.outputs[i].dtype,
-            shape,
-            buffer,
-            cells,
-        );
+        let template = &self.v.outputs[i];
+        let shape: Shape = template.dims.iter().map(|d| self.size(d)).collect();
+        let cells = sync::size_cells(&self.v.device, &shape, &mut self.outputs, template.at)?;
+        let buffer = self.outputs.take(template.at)?;
+        let n = sync::data_node(&self.v.device, template.dtype, shape, buffer, cells);
         self.nodes[i] = Some(n.clone());
         Ok(n)
-    }
-
-    /// Result `i`'s buffer and size buffers, taken once.
-    fn take(&mut self, i: usize) -> Result<TensorOut> {
-        self.buffers[i]
-            .take()
-            .ok_or_else(|| Error::internal("capture", "a result used after moving it"))
     }
 
     /// The size of a result's dimension in this replay.

@@ -159,6 +159,17 @@ impl Executable {
     /// Dropping the arguments or the results early is safe too; PJRT keeps
     /// the memory alive for the execution. Arguments are never donated.
     pub fn execute_async(&self, args: &[&Buffer]) -> Result<(Vec<Buffer>, Event), PjrtError> {
+        self.execute_async_into(args, |b| b)
+    }
+
+    /// [`execute_async`](Self::execute_async), handing each result to
+    /// `wrap` as it is taken: the caller's list of results is the only one
+    /// allocated.
+    pub(crate) fn execute_async_into<T>(
+        &self,
+        args: &[&Buffer],
+        mut wrap: impl FnMut(Buffer) -> T,
+    ) -> Result<(Vec<T>, Event), PjrtError> {
         let plugin = &self.client.plugin;
         if let Some(i) = args.iter().position(|b| !b.same_client(&self.client)) {
             return Err(PjrtError::local(format!(
@@ -207,13 +218,39 @@ impl Executable {
             "PJRT_LoadedExecutable_Execute",
         )?;
 
-        // Own the event and every result first, so nothing leaks on failure.
+        // Own the event and every result, even after an error, so nothing
+        // leaks on failure.
         let done = Event::adopt(plugin, done[0], "PJRT_LoadedExecutable_Execute");
+        // A static result's type and shape are known before the execution
+        // completes (lazyxla's programs return only static results) and are
+        // the same on every run, so they are asked once; for a dynamic one
+        // the plugin waits for the execution before answering.
+        let known = self.output_shapes.get();
+        let mut first: Option<Vec<_>> = known.is_none().then(|| Vec::with_capacity(outputs.len()));
         let mut results = Vec::with_capacity(outputs.len());
-        for &raw in &outputs {
-            if !raw.is_null() {
-                results.push(Buffer::adopt(&self.client, raw));
+        let mut error = None;
+        for (k, &raw) in outputs.iter().enumerate().filter(|(_, raw)| !raw.is_null()) {
+            let mut result = Buffer::adopt(&self.client, raw);
+            if error.is_some() {
+                continue;
             }
+            match known.and_then(|shapes| shapes[k].as_ref()) {
+                Some(shape) => result.shape = shape.clone(),
+                None => {
+                    if let Err(e) = result.read_shape() {
+                        error = Some(e);
+                        continue;
+                    }
+                }
+            }
+            if let Some(first) = &mut first {
+                let shape = &result.shape;
+                first.push(shape.dynamic_dims.is_empty().then(|| shape.clone()));
+            }
+            results.push(wrap(result));
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         if results.len() != self.num_outputs {
             return Err(PjrtError::local(format!(
@@ -221,29 +258,8 @@ impl Executable {
                 self.num_outputs
             )));
         }
-        // A static result's type and shape are known before the execution
-        // completes (lazyxla's programs return only static results) and are
-        // the same on every run, so they are asked once; for a dynamic one
-        // the plugin waits for the execution before answering.
-        match self.output_shapes.get() {
-            Some(shapes) => {
-                for (result, shape) in results.iter_mut().zip(shapes) {
-                    match shape {
-                        Some(shape) => result.shape = shape.clone(),
-                        None => result.read_shape()?,
-                    }
-                }
-            }
-            None => {
-                for result in &mut results {
-                    result.read_shape()?;
-                }
-                let shapes = results
-                    .iter()
-                    .map(|r| r.shape.dynamic_dims.is_empty().then(|| r.shape.clone()))
-                    .collect();
-                let _ = self.output_shapes.set(shapes);
-            }
+        if let Some(first) = first {
+            let _ = self.output_shapes.set(first);
         }
         Ok((results, done))
     }
