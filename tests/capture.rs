@@ -107,6 +107,44 @@ backend_test! {
 }
 
 backend_test! {
+    fn sizes_a_caller_holds_keep_their_values_across_replays() {
+        // A replay names the sizes it computes with the memory of the
+        // variables two replays before, once nothing holds those: sizes
+        // the caller kept, and pending work on old results, must keep
+        // their values.
+        let mut step = capture(|x: &[Tensor]| {
+            let idx = x[0].gt_scalar(0.0).nonzero(); // [<=6, 1]
+            let sq = idx.to_dtype(DType::F32).pow(2.0);
+            vec![idx, sq]
+        });
+        let positives = |n: usize| (0..6).map(|i| if i < n { 1.0f32 } else { -1.0 }).collect();
+        let squares = |n: usize| (0..n).map(|i| (i * i) as f32).sum::<f32>();
+        let mut held = Vec::new();
+        let mut pending = Vec::new();
+        for k in 0..16 {
+            let n = (k * 5) % 7;
+            let out = step.run(&[Tensor::from_vec(positives(n), &[6]).unwrap()]).unwrap();
+            assert_eq!(out[0].size(0).materialize().unwrap(), n as i64, "call {k}");
+            assert_eq!(out[1].sum().item::<f32>().unwrap(), squares(n), "call {k}");
+            match k % 4 {
+                0 => held.push((out[0].size(0), n as i64)),
+                1 => held.push((out[1].size(0) * 2 + 1, 2 * n as i64 + 1)),
+                2 => pending.push(((&out[1] + 1.0).sum(), squares(n) + n as f32)),
+                _ => {}
+            }
+        }
+        for (size, want) in held {
+            assert_eq!(size.materialize().unwrap(), want);
+        }
+        for (sum, want) in pending {
+            assert_eq!(sum.item::<f32>().unwrap(), want);
+        }
+        assert!(counter("InPlaceResult") > 0, "results were written in place");
+        assert_eq!(step.recordings(), 1);
+    }
+}
+
+backend_test! {
     fn a_new_input_signature_records_again_and_old_ones_still_replay() {
         let mut step = capture(|x: &[Tensor]| vec![(&x[0] * 2.0).sum()]);
         let run = |step: &mut lazyxla::CapturedStep<_>, n: usize| {

@@ -154,7 +154,12 @@ pub(crate) fn size_cells(
             cells.push(None);
             continue;
         }
-        cells.push(Some(size_cell(device, d, outputs.take(next)?)));
+        cells.push(Some(size_cell(
+            device,
+            d,
+            outputs.take(next)?,
+            &mut SpareCells::new(),
+        )));
         next += 1;
     }
     Ok(cells)
@@ -166,16 +171,32 @@ pub(crate) fn outputs_of(shape: &[SizeExpr]) -> usize {
     1 + shape.iter().filter(|d| d.as_const().is_none()).count()
 }
 
+/// Cells a captured step's replay may reuse (see [`size_cell`]).
+pub(crate) type SpareCells = SmallVec<[Arc<SizeCell>; 2]>;
+
 /// The cell of a result's dynamic dimension of size `dim`, from its size
 /// output. A size that is a variable shares the variable's cell: the
 /// first result to name the variable binds it, and the size outputs of
-/// later ones repeat its value and are released.
-pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: DeviceBuffer) -> Arc<SizeCell> {
+/// later ones repeat its value and are released. A new cell is one of
+/// `spare` that nobody else holds, when there is one.
+pub(crate) fn size_cell(
+    device: &Device,
+    dim: &SizeExpr,
+    size: DeviceBuffer,
+    spare: &mut SpareCells,
+) -> Arc<SizeCell> {
     let var = dim.as_var();
     if let Some(c) = var.and_then(|v| v.0.cell.get()) {
         return c.clone();
     }
-    let c = cell(device, size);
+    let mut reused = spare.pop();
+    let c = match reused.as_mut().and_then(Arc::get_mut) {
+        Some(c) => {
+            c.refill(size, device);
+            reused.expect("a spare cell")
+        }
+        None => cell(device, size),
+    };
     if let Some(v) = var {
         bind(v, c.clone());
     }

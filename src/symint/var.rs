@@ -44,6 +44,19 @@ impl VarRef {
         }))
     }
 
+    /// Makes this variable a fresh one with bounds `[lo, hi]` (a new
+    /// identity, no value), reusing its memory, when nothing else refers
+    /// to it; else `None`. Returns the cell of its old value, if it had
+    /// one.
+    pub fn renew(&mut self, lo: i64, hi: i64) -> Option<Option<Arc<SizeCell>>> {
+        debug_assert!(lo <= hi);
+        let var = Arc::get_mut(&mut self.0)?;
+        var.id = NEXT_VAR.fetch_add(1, AtomicOrdering::Relaxed);
+        var.lo = lo;
+        var.hi = hi;
+        Some(var.cell.take())
+    }
+
     /// A fresh variable whose value is already known on the host.
     pub fn known(lo: i64, hi: i64, value: i64) -> VarRef {
         let v = VarRef::fresh(lo, hi);

@@ -428,18 +428,20 @@ pub(crate) struct DataLeafMut<'a> {
 }
 
 impl DataLeafMut<'_> {
-    /// Dimension `d`, dynamic, now has size `e`, held by `cell`.
+    /// Dimension `d`, dynamic, now has size `e`, held by `cell`. Returns
+    /// the size it had when that differs.
     pub fn set_size(
         &mut self,
         d: usize,
         e: SizeExpr,
         cell: Arc<crate::runtime::size_cell::SizeCell>,
-    ) {
+    ) -> Option<SizeExpr> {
         self.data.sizes[d] = Some(cell);
-        if self.shape[d] != e {
-            self.op_shape[d] = e.clone();
-            self.shape[d] = e;
+        if self.shape[d] == e {
+            return None;
         }
+        self.op_shape[d] = e.clone();
+        Some(std::mem::replace(&mut self.shape[d], e))
     }
 
     /// The elements are now in `buffer`.

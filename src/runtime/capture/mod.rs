@@ -25,6 +25,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
+use crate::symint::SizeExpr;
 use crate::tensor::{Tensor, TensorInner};
 use crate::Result;
 use smallvec::SmallVec;
@@ -150,7 +151,7 @@ where
         let mut replayed = None;
         for v in &mut self.variants {
             if replayed.is_some() || v.signature != signature {
-                v.kept.clear();
+                v.kept = Kept::default();
                 continue;
             }
             let mut kept = std::mem::take(&mut v.kept);
@@ -281,12 +282,25 @@ pub(super) struct Variant {
     grads: Vec<GradUpdate>,
     /// What `run` returns.
     returned: Vec<Returned>,
+    /// What the last replay left for the next one. Only the variant that
+    /// ran last keeps anything.
+    kept: Kept,
+}
+
+/// What a variant's last replay leaves for its next one.
+#[derive(Default)]
+struct Kept {
     /// Per returned value, the tensor the last replay returned there when
     /// its result may move in place: the next replay reuses it if the
     /// caller has dropped it. Keeping it holds its buffer until then; only
     /// the variant that ran last keeps any, so a step holds at most one
     /// call's returned values, as a caller holding them would.
-    kept: Vec<Option<Tensor>>,
+    returned: Vec<Option<Tensor>>,
+    /// The size variables of the replay before the last, which its
+    /// results no longer use: the next replay renews those nobody else
+    /// holds for its fresh sizes (`SizeExpr::renew_var`), at most one per
+    /// fresh size.
+    sizes: SmallVec<[SizeExpr; 2]>,
 }
 
 impl Variant {

@@ -3,8 +3,8 @@
 //! of that program lives.
 
 use super::{
-    DimTemplate, GradUpdate, OutputTemplate, Param, ParamSource, Returned, Signature, StateGuard,
-    Variant,
+    DimTemplate, GradUpdate, Kept, OutputTemplate, Param, ParamSource, Returned, Signature,
+    StateGuard, Variant,
 };
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
@@ -203,7 +203,7 @@ where
         assigned: Vec::new(),
         grads: Vec::new(),
         returned: Vec::new(),
-        kept: Vec::new(),
+        kept: Kept::default(),
     };
     if let Some(s) = &synced {
         variant.program = Some(s.ran.exe.clone());

@@ -1,11 +1,12 @@
 //! Replaying a captured step: gather the program's parameters, run it,
 //! and bind its results where the recording says they go.
 
-use super::{DimTemplate, ParamSource, Returned, Variant};
+use super::{DimTemplate, Kept, ParamSource, Returned, Variant};
 use crate::backend::{ExecArgs, ExecOutputs, SizeArg};
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::{metrics, sync};
+use crate::runtime::metrics;
+use crate::runtime::sync::{self, SpareCells};
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
 use crate::tensor::Tensor;
@@ -18,11 +19,10 @@ use std::sync::Arc;
 /// recording (a tensor it reads is gone or changed shape, a gradient
 /// appeared or vanished): the caller records the step again.
 ///
-/// `kept` holds, per value `run` returns, the tensor the last replay
-/// returned there (see [`Returned::Output`]).
+/// `kept` is what the last replay left (see [`Kept`]).
 pub(super) fn replay(
     v: &Variant,
-    kept: &mut Vec<Option<Tensor>>,
+    kept: &mut Kept,
     inputs: &[Tensor],
     nodes: &[Arc<Node>],
 ) -> Result<Option<Vec<Tensor>>> {
@@ -54,7 +54,7 @@ pub(super) fn replay(
     let _lock = sync::lock();
     let Some(exe) = &v.program else {
         metrics::inc(metrics::Counter::StepReplay);
-        return returned(v, kept, inputs, None).map(Some);
+        return returned(v, &mut kept.returned, inputs, None).map(Some);
     };
     let mut params = SmallVec::with_capacity(data.len());
     for d in &data {
@@ -70,14 +70,23 @@ pub(super) fn replay(
     // keeps what the running program reads alive on its own.)
     drop(data);
     metrics::inc(metrics::Counter::StepReplay);
+    let mut spare_cells = SpareCells::new();
+    let mut fresh = SmallVec::with_capacity(v.fresh.len());
+    for &(lo, hi) in &v.fresh {
+        match kept.sizes.pop().and_then(|e| e.renew_var(lo, hi)) {
+            Some((e, cell)) => {
+                fresh.push(e);
+                spare_cells.extend(cell);
+            }
+            None => fresh.push(SizeExpr::var(VarRef::fresh(lo, hi))),
+        }
+    }
     let mut results = Results {
         v,
         inputs: nodes,
-        fresh: v
-            .fresh
-            .iter()
-            .map(|&(lo, hi)| SizeExpr::var(VarRef::fresh(lo, hi)))
-            .collect(),
+        fresh,
+        released: SmallVec::new(),
+        spare_cells,
         outputs: out,
         nodes: SmallVec::new(),
         moved: 0,
@@ -109,8 +118,9 @@ pub(super) fn replay(
         }
         *grad = Some(Tensor::from_node(results.node(i)?, &v.device));
     }
-    let out = returned(v, kept, inputs, Some(&mut results))?;
+    let out = returned(v, &mut kept.returned, inputs, Some(&mut results))?;
     metrics::add(metrics::Counter::InPlaceResult, results.moved);
+    kept.sizes = results.released;
     Ok(Some(out))
 }
 
@@ -219,6 +229,11 @@ struct Results<'a> {
     inputs: &'a [Arc<Node>],
     /// This replay's sizes for the variables the program computes.
     fresh: SmallVec<[SizeExpr; 2]>,
+    /// The sizes results written in place no longer use (see
+    /// [`Kept::sizes`]).
+    released: SmallVec<[SizeExpr; 2]>,
+    /// The renewed variables' old cells, for this replay's sizes.
+    spare_cells: SpareCells,
     outputs: ExecOutputs,
     /// Empty until the first result is wrapped in a node.
     nodes: SmallVec<[Option<Arc<Node>>; 8]>,
@@ -261,12 +276,27 @@ impl Results<'_> {
                 continue;
             }
             let e = self.size(dim);
-            let cell = sync::size_cell(&self.v.device, &e, self.outputs.take(next)?);
+            let size = self.outputs.take(next)?;
+            let cell = sync::size_cell(&self.v.device, &e, size, &mut self.spare_cells);
             next += 1;
-            leaf.set_size(d, e, cell);
+            if let Some(old) = leaf.set_size(d, e, cell) {
+                self.release(old);
+            }
         }
         leaf.set_buffer(self.outputs.take(template.at)?);
         Ok(())
+    }
+
+    /// Keeps `old`, a size a result no longer has, for the next replay to
+    /// renew: a variable, once, and no more than it has fresh sizes.
+    fn release(&mut self, old: SizeExpr) {
+        let kept = &self.released;
+        if old.as_var().is_some()
+            && kept.len() < self.v.fresh.len()
+            && !kept.iter().any(|k| k.same(&old))
+        {
+            self.released.push(old);
+        }
     }
 
     /// Result `i` as a data node, its sizes named by the template.
