@@ -26,10 +26,10 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         }
     };
     match op {
-        Op::Data { dtype, shape } => {
-            arity(0)?;
-            Ok((*dtype, shape.clone()))
-        }
+        Op::Data { .. } => Err(Error::internal(
+            name,
+            "a data leaf's shape comes with its data; it is not inferred",
+        )),
         Op::Scalar { dtype, .. } => {
             arity(0)?;
             Ok((*dtype, Shape::new()))

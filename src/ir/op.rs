@@ -105,11 +105,11 @@ pub enum ArgKind {
 pub enum Op {
     // ----- leaves -----
     /// Device data held by the node; a program parameter. No operands.
+    /// Its shape is the node's: it comes with the data, not from an
+    /// operation (and a captured step's replay writes it once).
     Data {
         /// Element type of the data.
         dtype: DType,
-        /// Shape, with dynamic dims as expressions.
-        shape: Shape,
     },
     /// A scalar constant inlined into the program. No operands.
     Scalar {

@@ -214,10 +214,7 @@ pub(crate) fn data_node(
 ) -> Arc<Node> {
     let data = DeviceData::on_device(device.clone(), buffer, cells);
     Node::new(
-        Op::Data {
-            dtype,
-            shape: shape.clone(),
-        },
+        Op::Data { dtype },
         SmallVec::new(),
         SmallVec::new(),
         dtype,

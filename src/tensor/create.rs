@@ -74,10 +74,7 @@ impl Tensor {
     /// A tensor backed by device data.
     pub(crate) fn data(device: &Device, dtype: DType, shape: Shape, data: DeviceData) -> Tensor {
         let node = Node::new(
-            Op::Data {
-                dtype,
-                shape: shape.clone(),
-            },
+            Op::Data { dtype },
             SmallVec::new(),
             SmallVec::new(),
             dtype,

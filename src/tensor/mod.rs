@@ -180,9 +180,7 @@ impl Tensor {
         }
         // Only a data leaf takes a result.
         let Node {
-            op: Op::Data {
-                shape: op_shape, ..
-            },
+            op: Op::Data { .. },
             shape,
             data: Some(data),
             ..
@@ -193,11 +191,7 @@ impl Tensor {
         let Some(data) = Arc::get_mut(data) else {
             return Ok(false);
         };
-        write(&mut DataLeafMut {
-            shape,
-            op_shape,
-            data,
-        })?;
+        write(&mut DataLeafMut { shape, data })?;
         node.requires_grad = false;
         node.grad_leaf = None;
         Ok(true)
@@ -418,12 +412,10 @@ impl GradSlot {
     }
 }
 
-/// A data leaf's node and data, borrowed to take a program's result in
-/// place (see [`Tensor::write_result`]). Keeps the node's shape and its
-/// `Op::Data` shape equal.
+/// A data leaf's shape and data, borrowed to take a program's result in
+/// place (see [`Tensor::write_result`]).
 pub(crate) struct DataLeafMut<'a> {
     shape: &'a mut Shape,
-    op_shape: &'a mut Shape,
     data: &'a mut DeviceData,
 }
 
@@ -440,7 +432,6 @@ impl DataLeafMut<'_> {
         if self.shape[d] == e {
             return None;
         }
-        self.op_shape[d] = e.clone();
         Some(std::mem::replace(&mut self.shape[d], e))
     }
 

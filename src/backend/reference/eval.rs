@@ -44,12 +44,13 @@ pub(super) fn run(
                 .collect()
         };
         let v = match &node.op {
-            Op::Data { shape, .. } => {
+            Op::Data { .. } => {
                 let (a, sizes) = params
                     .next()
                     .ok_or_else(|| err("execute", "too few parameters"))?;
                 let mut dyn_sizes = sizes.into_iter();
-                let real: Vec<usize> = shape
+                let real: Vec<usize> = node
+                    .shape
                     .iter()
                     .zip(a.shape())
                     .map(|(e, &s)| {
