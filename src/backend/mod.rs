@@ -80,6 +80,12 @@ impl ExecOutputs {
         ExecOutputs { buffers }
     }
 
+    /// How many outputs a result of `shape` takes: its buffer and one size
+    /// per dynamic dimension.
+    pub fn of_result(shape: &[crate::symint::SizeExpr]) -> usize {
+        1 + shape.iter().filter(|d| d.as_const().is_none()).count()
+    }
+
     /// How many outputs the program returned.
     pub fn len(&self) -> usize {
         self.buffers.len()

@@ -98,7 +98,7 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     for root in &roots {
         let buffer = ran.outputs.take(at)?;
         let cells = size_cells(&device, &root.shape, &mut ran.outputs, at)?;
-        at += outputs_of(&root.shape);
+        at += ExecOutputs::of_result(&root.shape);
         data_nodes.push(data_node(
             &device,
             root.dtype,
@@ -163,12 +163,6 @@ pub(crate) fn size_cells(
         next += 1;
     }
     Ok(cells)
-}
-
-/// How many outputs a result of `shape` takes: its buffer and one size
-/// per dynamic dimension (see [`ExecOutputs`]).
-pub(crate) fn outputs_of(shape: &[SizeExpr]) -> usize {
-    1 + shape.iter().filter(|d| d.as_const().is_none()).count()
 }
 
 /// Cells a captured step's replay may reuse (see [`size_cell`]).

@@ -296,16 +296,11 @@ impl Backend for PjrtBackend {
         let lowered = lower::lower(program)?;
         // The runtime finds each result's size outputs by its shape (see
         // `ExecOutputs`); the lowering must have laid them out that way.
-        let dynamic = |o: &usize| {
-            let shape = &program.nodes[*o].shape;
-            shape.iter().filter(|e| e.as_const().is_none()).count()
-        };
-        if !program
+        let by_shape = program
             .outputs
             .iter()
-            .map(dynamic)
-            .eq(lowered.output_dynamic.iter().copied())
-        {
+            .map(|&o| ExecOutputs::of_result(&program.nodes[o].shape));
+        if !by_shape.eq(lowered.output_dynamic.iter().map(|d| 1 + d)) {
             return Err(Error::internal(
                 "pjrt compile",
                 "the lowered results' dynamic dimensions differ from the program's shapes",

@@ -6,6 +6,7 @@ use super::{
     DimTemplate, GradUpdate, Kept, OutputTemplate, Param, ParamSource, Returned, Signature,
     StateGuard, Variant,
 };
+use crate::backend::ExecOutputs;
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
 use crate::runtime::{metrics, registry, sync};
@@ -227,7 +228,7 @@ where
         let mut at = 0;
         for r in &s.roots {
             variant.outputs.push(templates.output(r, at));
-            at += sync::outputs_of(&r.shape);
+            at += ExecOutputs::of_result(&r.shape);
         }
     }
     variant.fresh = templates.fresh;
