@@ -113,6 +113,20 @@ pub enum Error {
         /// The backend's message.
         message: String,
     },
+    /// A step's program failed. Its pending tensors stay pending (and
+    /// valid), so every later step that computes them fails the same way
+    /// until they are dropped or reassigned: the message names them.
+    #[error("{source} [while computing {failed}: the pending {pending} stay pending, and every step that computes them fails the same way until they are dropped or reassigned]")]
+    StepFailed {
+        /// What could not be computed: a value (dtype, shape with bounds,
+        /// the op that makes it) when the backend can tell, else the
+        /// program.
+        failed: String,
+        /// The tensors that need it (dtype, shape, op), largest first.
+        pending: String,
+        /// Why it failed.
+        source: Box<Error>,
+    },
     /// No PJRT plugin could be loaded.
     #[error("{0}")]
     Plugin(String),

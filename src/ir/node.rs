@@ -131,6 +131,38 @@ pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// A value for messages: `f32[<=5, 2] from nonzero`.
+pub(crate) fn describe_value(op: &Op, dtype: DType, shape: &[SizeExpr]) -> String {
+    format!("{dtype}{} from {}", shape_string(shape), op.name())
+}
+
+/// Values for messages, largest (at their bounds) first; at most three
+/// are named.
+pub(crate) fn describe_values<'a>(
+    values: impl IntoIterator<Item = (&'a Op, DType, &'a [SizeExpr])>,
+) -> String {
+    let mut all: Vec<(u128, String)> = values
+        .into_iter()
+        .map(|(op, dtype, shape)| {
+            let bytes = shape.iter().fold(dtype.size_in_bytes() as u128, |acc, d| {
+                acc.saturating_mul(d.hi().max(0) as u128)
+            });
+            (bytes, describe_value(op, dtype, shape))
+        })
+        .collect();
+    all.sort_by_key(|v| std::cmp::Reverse(v.0));
+    let n = all.len();
+    let mut text: Vec<String> = all.into_iter().take(3).map(|(_, d)| d).collect();
+    if n > 3 {
+        text.push(format!("{} more", n - 3));
+    }
+    match n {
+        0 => "sizes".into(),
+        1 => format!("tensor {}", text[0]),
+        _ => format!("tensors {}", text.join(", ")),
+    }
+}
+
 /// The nodes reachable from `roots` in topological order (inputs first),
 /// computed without recursion. `stop(n)` marks nodes whose predecessors are
 /// not visited (they are treated as leaves). Borrows instead of cloning:

@@ -92,7 +92,7 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
         return Ok(None);
     }
     let device = tensors[0].device().clone();
-    let mut ran = run(&device, &roots, &[], &[])?;
+    let mut ran = run(&device, &roots, &[], &[]).map_err(|e| step_failed(e, &roots))?;
     let mut data_nodes = Vec::with_capacity(roots.len());
     let mut at = 0;
     for root in &roots {
@@ -114,6 +114,22 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
         }
     }
     Ok(Some(Synced { roots, ran }))
+}
+
+/// `e`, the failure of the program computing `roots`, naming them (they
+/// stay pending) unless the backend already named what failed. Errors of
+/// the recording (inference) never get here.
+fn step_failed(e: crate::Error, roots: &[Arc<Node>]) -> crate::Error {
+    match e {
+        crate::Error::StepFailed { .. } => e,
+        e => crate::Error::StepFailed {
+            failed: "the step's program".into(),
+            pending: crate::ir::node::describe_values(
+                roots.iter().map(|r| (&r.op, r.dtype, &r.shape[..])),
+            ),
+            source: Box::new(e),
+        },
+    }
 }
 
 /// Computes the values of `vars` (size variables no program has computed

@@ -4,6 +4,7 @@ use super::err;
 use super::kernels::{self, check_index, with_index, Num};
 use crate::dtype::DType;
 use crate::host::HostArray;
+use crate::ir::node::{describe_value, describe_values};
 use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, UnaryOp};
 use crate::runtime::program::{Program, VarSource};
 use crate::symint::{SizeExpr, VarRef};
@@ -34,7 +35,7 @@ pub(super) fn run(
     let positions = program.var_positions();
     let mut values: Vec<HostArray> = Vec::with_capacity(program.nodes.len());
     let mut params = params.into_iter();
-    for node in &program.nodes {
+    for (i, node) in program.nodes.iter().enumerate() {
         let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
         let dims = |e: &[SizeExpr], values: &[HostArray]| -> Result<Vec<usize>> {
             e.iter()
@@ -43,240 +44,249 @@ pub(super) fn run(
                 })
                 .collect()
         };
-        let v = match &node.op {
-            Op::Data { .. } => {
-                let (a, sizes) = params
-                    .next()
-                    .ok_or_else(|| err("execute", "too few parameters"))?;
-                let mut dyn_sizes = sizes.into_iter();
-                let real: Vec<usize> = node
-                    .shape
-                    .iter()
-                    .zip(a.shape())
-                    .map(|(e, &s)| {
-                        if e.as_const().is_some() {
-                            s
-                        } else {
-                            dyn_sizes.next().unwrap_or(s as i64) as usize
-                        }
-                    })
-                    .collect();
-                if real.as_slice() == a.shape() {
-                    a
-                } else {
-                    map_host_array!(&a, x => kernels::slice_to(x, &real))
-                }
-            }
-            Op::Scalar { value, dtype } => HostArray::full(*dtype, &[], value.0),
-            Op::Iota { dtype, shape, dim } => {
-                let sh = dims(shape, &values)?;
-                let a = ArrayD::from_shape_fn(IxDyn(&sh), |p| p[*dim] as i64);
-                HostArray::I64(a).cast(*dtype)
-            }
-            Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(
-                IxDyn(&[]),
-                size_value(e, program, &positions, &values, var_args)?,
-            )),
-            Op::RandomUniform { dtype, shape } => {
-                let sh = dims(shape, &values)?;
-                let seed = match ins[0] {
-                    HostArray::I64(s) => *s
-                        .iter()
+        reserve(node).map_err(|e| node_failed(program, i, e))?;
+        // One closure per node, so that every failure below is reported
+        // with the node it happened in.
+        let mut eval = || -> Result<HostArray> {
+            Ok(match &node.op {
+                Op::Data { .. } => {
+                    let (a, sizes) = params
                         .next()
-                        .ok_or_else(|| err("random_uniform", "empty seed"))?,
-                    _ => return Err(err("random_uniform", "the seed must be i64")),
-                };
-                let mut i = 0u32;
-                let a = ArrayD::from_shape_simple_fn(IxDyn(&sh), || {
-                    let u = crate::autograd::random::uniform(seed, i);
-                    i = i.wrapping_add(1);
-                    u
-                });
-                HostArray::F64(a).cast(*dtype)
-            }
-            Op::Unary(u) => unary(*u, ins[0])?,
-            Op::Binary(b) => binary(*b, ins[0], ins[1])?,
-            Op::Compare(c) => compare(*c, ins[0], ins[1])?,
-            Op::Select => {
-                let HostArray::Bool(c) = ins[0] else {
-                    return Err(err("select", "condition must be bool"));
-                };
-                match (ins[1], ins[2]) {
-                    (HostArray::Bool(t), HostArray::Bool(f)) => HostArray::Bool(select(c, t, f)),
-                    (HostArray::I32(t), HostArray::I32(f)) => HostArray::I32(select(c, t, f)),
-                    (HostArray::I64(t), HostArray::I64(f)) => HostArray::I64(select(c, t, f)),
-                    (HostArray::F32(t), HostArray::F32(f)) => HostArray::F32(select(c, t, f)),
-                    (HostArray::F64(t), HostArray::F64(f)) => HostArray::F64(select(c, t, f)),
-                    _ => return Err(err("select", "branch dtypes differ")),
+                        .ok_or_else(|| err("execute", "too few parameters"))?;
+                    let mut dyn_sizes = sizes.into_iter();
+                    let real: Vec<usize> = node
+                        .shape
+                        .iter()
+                        .zip(a.shape())
+                        .map(|(e, &s)| {
+                            if e.as_const().is_some() {
+                                s
+                            } else {
+                                dyn_sizes.next().unwrap_or(s as i64) as usize
+                            }
+                        })
+                        .collect();
+                    if real.as_slice() == a.shape() {
+                        a
+                    } else {
+                        map_host_array!(&a, x => kernels::slice_to(x, &real))
+                    }
                 }
-            }
-            Op::Convert(d) => ins[0].cast(*d),
-            Op::Broadcast { shape, dims: map } => {
-                let sh = dims(shape, &values)?;
-                let x = ins[0];
-                let mut expanded = vec![1usize; sh.len()];
-                for (i, &d) in map.iter().enumerate() {
-                    expanded[d] = x.shape()[i];
+                Op::Scalar { value, dtype } => HostArray::full(*dtype, &[], value.0),
+                Op::Iota { dtype, shape, dim } => {
+                    let sh = dims(shape, &values)?;
+                    let a = ArrayD::from_shape_fn(IxDyn(&sh), |p| p[*dim] as i64);
+                    HostArray::I64(a).cast(*dtype)
                 }
-                map_host_array!(x, a => {
-                    let r = a.to_shape(IxDyn(&expanded)).map_err(|e| err("broadcast", e.to_string()))?;
-                    r.broadcast(IxDyn(&sh)).ok_or_else(|| err("broadcast", format!("cannot broadcast {:?} to {:?}", a.shape(), sh)))?.to_owned()
-                })
-            }
-            Op::Reshape { shape } => {
-                let sh = dims(shape, &values)?;
-                map_host_array!(ins[0], a => {
-                    a.to_shape(IxDyn(&sh)).map_err(|e| err("reshape", format!("{:?} -> {:?}: {e}", a.shape(), sh)))?.to_owned()
-                })
-            }
-            Op::Transpose { perm } => {
-                map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
-            }
-            Op::Slice { dim, start, len } => {
-                map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
-            }
-            Op::Concat { dim } => concat(&ins, *dim)?,
-            Op::PadToBound { fill } => {
-                let bound: Vec<usize> = node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
-                ins[0]
-                    .padded(&bound, fill.0)
-                    .ok_or_else(|| err("pad_to_bound", "the value exceeds its bound"))?
-            }
-            Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
-            Op::ArgReduce { kind, dim } => {
-                macro_rules! arg {
-                    ($a:expr) => {
-                        match kind {
-                            ArgKind::Max => kernels::arg_reduce($a, *dim, |x, b| x > b),
-                            ArgKind::Min => kernels::arg_reduce($a, *dim, |x, b| x < b),
-                        }
+                Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(
+                    IxDyn(&[]),
+                    size_value(e, program, &positions, &values, var_args)?,
+                )),
+                Op::RandomUniform { dtype, shape } => {
+                    let sh = dims(shape, &values)?;
+                    let seed = match ins[0] {
+                        HostArray::I64(s) => *s
+                            .iter()
+                            .next()
+                            .ok_or_else(|| err("random_uniform", "empty seed"))?,
+                        _ => return Err(err("random_uniform", "the seed must be i64")),
                     };
+                    let mut i = 0u32;
+                    let a = ArrayD::from_shape_simple_fn(IxDyn(&sh), || {
+                        let u = crate::autograd::random::uniform(seed, i);
+                        i = i.wrapping_add(1);
+                        u
+                    });
+                    HostArray::F64(a).cast(*dtype)
                 }
-                HostArray::I64(match ins[0] {
-                    HostArray::I32(a) => arg!(a),
-                    HostArray::I64(a) => arg!(a),
-                    HostArray::F32(a) => arg!(a),
-                    HostArray::F64(a) => arg!(a),
-                    HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
-                })
-            }
-            Op::MatMul => match (ins[0], ins[1]) {
-                (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::matmul(a, b)),
-                (HostArray::F64(a), HostArray::F64(b)) => HostArray::F64(kernels::matmul(a, b)),
-                (HostArray::I32(a), HostArray::I32(b)) => HostArray::I32(kernels::matmul(a, b)),
-                (HostArray::I64(a), HostArray::I64(b)) => HostArray::I64(kernels::matmul(a, b)),
-                _ => return Err(err("matmul", "unsupported dtypes")),
-            },
-            Op::IndexSelect { dim } => {
-                let idx = indices(ins[1])?;
-                let size = ins[0].shape()[*dim];
-                let idx = idx
-                    .iter()
-                    .map(|&i| check_index("index_select", i, size))
-                    .collect::<Result<Vec<_>>>()?;
-                map_host_array!(ins[0], a => a.select(Axis(*dim), &idx))
-            }
-            Op::Gather { dim } => {
-                let idx = index_array(ins[1])?;
-                let size = ins[0].shape()[*dim];
-                for &i in idx.iter() {
-                    check_index("gather", i, size)?;
+                Op::Unary(u) => unary(*u, ins[0])?,
+                Op::Binary(b) => binary(*b, ins[0], ins[1])?,
+                Op::Compare(c) => compare(*c, ins[0], ins[1])?,
+                Op::Select => {
+                    let HostArray::Bool(c) = ins[0] else {
+                        return Err(err("select", "condition must be bool"));
+                    };
+                    match (ins[1], ins[2]) {
+                        (HostArray::Bool(t), HostArray::Bool(f)) => {
+                            HostArray::Bool(select(c, t, f))
+                        }
+                        (HostArray::I32(t), HostArray::I32(f)) => HostArray::I32(select(c, t, f)),
+                        (HostArray::I64(t), HostArray::I64(f)) => HostArray::I64(select(c, t, f)),
+                        (HostArray::F32(t), HostArray::F32(f)) => HostArray::F32(select(c, t, f)),
+                        (HostArray::F64(t), HostArray::F64(f)) => HostArray::F64(select(c, t, f)),
+                        _ => return Err(err("select", "branch dtypes differ")),
+                    }
                 }
-                map_host_array!(ins[0], a => ArrayD::from_shape_fn(idx.raw_dim(), |p| a[with_index(&p, *dim, idx[&p] as usize)]))
-            }
-            Op::IndexAdd { dim } => {
-                let idx = indices(ins[1])?;
-                let size = ins[0].shape()[*dim];
-                let idx = idx
-                    .iter()
-                    .map(|&i| check_index("index_add", i, size))
-                    .collect::<Result<Vec<_>>>()?;
-                numeric_pair!(ins[0], ins[2], "index_add", |base, src| {
-                    let mut out = base.clone();
-                    for (k, &i) in idx.iter().enumerate() {
-                        let s = src.index_axis(Axis(*dim), k);
-                        out.index_axis_mut(Axis(*dim), i)
-                            .zip_mut_with(&s, |o, &v| *o = Num::add(*o, v));
+                Op::Convert(d) => ins[0].cast(*d),
+                Op::Broadcast { shape, dims: map } => {
+                    let sh = dims(shape, &values)?;
+                    let x = ins[0];
+                    let mut expanded = vec![1usize; sh.len()];
+                    for (i, &d) in map.iter().enumerate() {
+                        expanded[d] = x.shape()[i];
                     }
-                    out
-                })
-            }
-            Op::ScatterAdd { dim } => {
-                let idx = index_array(ins[1])?;
-                let size = ins[0].shape()[*dim];
-                for &i in idx.iter() {
-                    check_index("scatter_add", i, size)?;
+                    map_host_array!(x, a => {
+                        let r = a.to_shape(IxDyn(&expanded)).map_err(|e| err("broadcast", e.to_string()))?;
+                        r.broadcast(IxDyn(&sh)).ok_or_else(|| err("broadcast", format!("cannot broadcast {:?} to {:?}", a.shape(), sh)))?.to_owned()
+                    })
                 }
-                numeric_pair!(ins[0], ins[2], "scatter_add", |base, src| {
-                    let mut out = base.clone();
-                    for (p, &i) in idx.indexed_iter() {
-                        let q = with_index(&p, *dim, i as usize);
-                        out[&q] = Num::add(out[&q], src[&p]);
-                    }
-                    out
-                })
-            }
-            Op::MaskedScatter => {
-                let HostArray::Bool(mask) = ins[1] else {
-                    return Err(err("masked_scatter", "mask must be bool"));
-                };
-                let needed = mask.iter().filter(|&&m| m).count();
-                if ins[2].shape()[0] < needed {
-                    return Err(err(
-                        "masked_scatter",
-                        format!(
-                            "the source has {} elements, the mask selects {needed}",
-                            ins[2].shape()[0]
-                        ),
-                    ));
+                Op::Reshape { shape } => {
+                    let sh = dims(shape, &values)?;
+                    map_host_array!(ins[0], a => {
+                        a.to_shape(IxDyn(&sh)).map_err(|e| err("reshape", format!("{:?} -> {:?}: {e}", a.shape(), sh)))?.to_owned()
+                    })
                 }
-                match (ins[0], ins[2]) {
-                    (HostArray::F32(b), HostArray::F32(s)) => {
-                        HostArray::F32(masked_scatter(b, mask, s))
-                    }
-                    (HostArray::F64(b), HostArray::F64(s)) => {
-                        HostArray::F64(masked_scatter(b, mask, s))
-                    }
-                    (HostArray::I32(b), HostArray::I32(s)) => {
-                        HostArray::I32(masked_scatter(b, mask, s))
-                    }
-                    (HostArray::I64(b), HostArray::I64(s)) => {
-                        HostArray::I64(masked_scatter(b, mask, s))
-                    }
-                    (HostArray::Bool(b), HostArray::Bool(s)) => {
-                        HostArray::Bool(masked_scatter(b, mask, s))
-                    }
-                    _ => return Err(err("masked_scatter", "dtypes differ")),
+                Op::Transpose { perm } => {
+                    map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
                 }
-            }
-            Op::Nonzero => HostArray::I64(match ins[0] {
-                HostArray::Bool(a) => kernels::nonzero(a, |x| x),
-                HostArray::I32(a) => kernels::nonzero(a, |x| x != 0),
-                HostArray::I64(a) => kernels::nonzero(a, |x| x != 0),
-                HostArray::F32(a) => kernels::nonzero(a, |x| x != 0.0),
-                HostArray::F64(a) => kernels::nonzero(a, |x| x != 0.0),
-            }),
-            Op::MaskedSelect => {
-                let HostArray::Bool(mask) = ins[1] else {
-                    return Err(err("masked_select", "mask must be bool"));
-                };
-                map_host_array!(ins[0], a => kernels::masked_select(a, mask))
-            }
-            Op::Unique => match ins[0] {
-                HostArray::I32(a) => HostArray::I32(kernels::unique(a)),
-                HostArray::I64(a) => HostArray::I64(kernels::unique(a)),
-                HostArray::F32(a) => HostArray::F32(kernels::unique(a)),
-                HostArray::F64(a) => HostArray::F64(kernels::unique(a)),
-                HostArray::Bool(_) => return Err(err("unique", "bool is not supported")),
-            },
-            Op::UniqueCounts => HostArray::I64(match (ins[0], ins[1]) {
-                (HostArray::I32(a), HostArray::I32(u)) => kernels::unique_counts(a, u),
-                (HostArray::I64(a), HostArray::I64(u)) => kernels::unique_counts(a, u),
-                (HostArray::F32(a), HostArray::F32(u)) => kernels::unique_counts(a, u),
-                (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
-                _ => return Err(err("unique_counts", "unsupported dtypes")),
-            }),
+                Op::Slice { dim, start, len } => {
+                    map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
+                }
+                Op::Concat { dim } => concat(&ins, *dim)?,
+                Op::PadToBound { fill } => {
+                    let bound: Vec<usize> =
+                        node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
+                    ins[0]
+                        .padded(&bound, fill.0)
+                        .ok_or_else(|| err("pad_to_bound", "the value exceeds its bound"))?
+                }
+                Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
+                Op::ArgReduce { kind, dim } => {
+                    macro_rules! arg {
+                        ($a:expr) => {
+                            match kind {
+                                ArgKind::Max => kernels::arg_reduce($a, *dim, |x, b| x > b),
+                                ArgKind::Min => kernels::arg_reduce($a, *dim, |x, b| x < b),
+                            }
+                        };
+                    }
+                    HostArray::I64(match ins[0] {
+                        HostArray::I32(a) => arg!(a),
+                        HostArray::I64(a) => arg!(a),
+                        HostArray::F32(a) => arg!(a),
+                        HostArray::F64(a) => arg!(a),
+                        HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
+                    })
+                }
+                Op::MatMul => match (ins[0], ins[1]) {
+                    (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::matmul(a, b)),
+                    (HostArray::F64(a), HostArray::F64(b)) => HostArray::F64(kernels::matmul(a, b)),
+                    (HostArray::I32(a), HostArray::I32(b)) => HostArray::I32(kernels::matmul(a, b)),
+                    (HostArray::I64(a), HostArray::I64(b)) => HostArray::I64(kernels::matmul(a, b)),
+                    _ => return Err(err("matmul", "unsupported dtypes")),
+                },
+                Op::IndexSelect { dim } => {
+                    let idx = indices(ins[1])?;
+                    let size = ins[0].shape()[*dim];
+                    let idx = idx
+                        .iter()
+                        .map(|&i| check_index("index_select", i, size))
+                        .collect::<Result<Vec<_>>>()?;
+                    map_host_array!(ins[0], a => a.select(Axis(*dim), &idx))
+                }
+                Op::Gather { dim } => {
+                    let idx = index_array(ins[1])?;
+                    let size = ins[0].shape()[*dim];
+                    for &i in idx.iter() {
+                        check_index("gather", i, size)?;
+                    }
+                    map_host_array!(ins[0], a => ArrayD::from_shape_fn(idx.raw_dim(), |p| a[with_index(&p, *dim, idx[&p] as usize)]))
+                }
+                Op::IndexAdd { dim } => {
+                    let idx = indices(ins[1])?;
+                    let size = ins[0].shape()[*dim];
+                    let idx = idx
+                        .iter()
+                        .map(|&i| check_index("index_add", i, size))
+                        .collect::<Result<Vec<_>>>()?;
+                    numeric_pair!(ins[0], ins[2], "index_add", |base, src| {
+                        let mut out = base.clone();
+                        for (k, &i) in idx.iter().enumerate() {
+                            let s = src.index_axis(Axis(*dim), k);
+                            out.index_axis_mut(Axis(*dim), i)
+                                .zip_mut_with(&s, |o, &v| *o = Num::add(*o, v));
+                        }
+                        out
+                    })
+                }
+                Op::ScatterAdd { dim } => {
+                    let idx = index_array(ins[1])?;
+                    let size = ins[0].shape()[*dim];
+                    for &i in idx.iter() {
+                        check_index("scatter_add", i, size)?;
+                    }
+                    numeric_pair!(ins[0], ins[2], "scatter_add", |base, src| {
+                        let mut out = base.clone();
+                        for (p, &i) in idx.indexed_iter() {
+                            let q = with_index(&p, *dim, i as usize);
+                            out[&q] = Num::add(out[&q], src[&p]);
+                        }
+                        out
+                    })
+                }
+                Op::MaskedScatter => {
+                    let HostArray::Bool(mask) = ins[1] else {
+                        return Err(err("masked_scatter", "mask must be bool"));
+                    };
+                    let needed = mask.iter().filter(|&&m| m).count();
+                    if ins[2].shape()[0] < needed {
+                        return Err(err(
+                            "masked_scatter",
+                            format!(
+                                "the source has {} elements, the mask selects {needed}",
+                                ins[2].shape()[0]
+                            ),
+                        ));
+                    }
+                    match (ins[0], ins[2]) {
+                        (HostArray::F32(b), HostArray::F32(s)) => {
+                            HostArray::F32(masked_scatter(b, mask, s))
+                        }
+                        (HostArray::F64(b), HostArray::F64(s)) => {
+                            HostArray::F64(masked_scatter(b, mask, s))
+                        }
+                        (HostArray::I32(b), HostArray::I32(s)) => {
+                            HostArray::I32(masked_scatter(b, mask, s))
+                        }
+                        (HostArray::I64(b), HostArray::I64(s)) => {
+                            HostArray::I64(masked_scatter(b, mask, s))
+                        }
+                        (HostArray::Bool(b), HostArray::Bool(s)) => {
+                            HostArray::Bool(masked_scatter(b, mask, s))
+                        }
+                        _ => return Err(err("masked_scatter", "dtypes differ")),
+                    }
+                }
+                Op::Nonzero => HostArray::I64(match ins[0] {
+                    HostArray::Bool(a) => kernels::nonzero(a, |x| x),
+                    HostArray::I32(a) => kernels::nonzero(a, |x| x != 0),
+                    HostArray::I64(a) => kernels::nonzero(a, |x| x != 0),
+                    HostArray::F32(a) => kernels::nonzero(a, |x| x != 0.0),
+                    HostArray::F64(a) => kernels::nonzero(a, |x| x != 0.0),
+                }),
+                Op::MaskedSelect => {
+                    let HostArray::Bool(mask) = ins[1] else {
+                        return Err(err("masked_select", "mask must be bool"));
+                    };
+                    map_host_array!(ins[0], a => kernels::masked_select(a, mask))
+                }
+                Op::Unique => match ins[0] {
+                    HostArray::I32(a) => HostArray::I32(kernels::unique(a)),
+                    HostArray::I64(a) => HostArray::I64(kernels::unique(a)),
+                    HostArray::F32(a) => HostArray::F32(kernels::unique(a)),
+                    HostArray::F64(a) => HostArray::F64(kernels::unique(a)),
+                    HostArray::Bool(_) => return Err(err("unique", "bool is not supported")),
+                },
+                Op::UniqueCounts => HostArray::I64(match (ins[0], ins[1]) {
+                    (HostArray::I32(a), HostArray::I32(u)) => kernels::unique_counts(a, u),
+                    (HostArray::I64(a), HostArray::I64(u)) => kernels::unique_counts(a, u),
+                    (HostArray::F32(a), HostArray::F32(u)) => kernels::unique_counts(a, u),
+                    (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
+                    _ => return Err(err("unique_counts", "unsupported dtypes")),
+                }),
+            })
         };
+        let v = eval().map_err(|e| node_failed(program, i, e))?;
         values.push(v);
     }
     Ok(values)
@@ -528,7 +538,7 @@ fn compare(c: CmpOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
 
 fn num_reduce<T: Num>(kind: ReduceKind, a: &ArrayD<T>, dims: &[usize]) -> ArrayD<T> {
     match kind {
-        ReduceKind::Sum => kernels::reduce(a, dims, T::default(), T::add),
+        ReduceKind::Sum => kernels::sum(a, dims),
         ReduceKind::Max => kernels::reduce(a, dims, T::lowest(), |acc, x| {
             if x.is_nan() || x > acc {
                 x
@@ -554,4 +564,52 @@ fn reduce(kind: ReduceKind, x: &HostArray, dims: &[usize]) -> Result<HostArray> 
         HostArray::F64(a) => HostArray::F64(num_reduce(kind, a, dims)),
         HostArray::Bool(_) => return Err(err("reduce", "bool")),
     })
+}
+
+/// Checks that memory for node's result (at its bounds) can be had, so an
+/// impossible size is an error instead of an allocation failure, which
+/// would abort the process. The block is released at once; the kernel
+/// then allocates its own.
+fn reserve(node: &crate::runtime::program::PNode) -> Result<()> {
+    let bytes = node
+        .shape
+        .iter()
+        .try_fold(node.dtype.size_in_bytes(), |acc, d| {
+            acc.checked_mul(d.hi().max(0) as usize)
+        });
+    let mut block: Vec<u8> = Vec::new();
+    match bytes {
+        Some(b) if block.try_reserve_exact(b).is_ok() => Ok(()),
+        _ => Err(err(
+            "execute",
+            format!(
+                "cannot allocate {} bytes for the result; use smaller sizes",
+                bytes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+            ),
+        )),
+    }
+}
+
+/// `e`, raised while computing node `i`, with the node and the program
+/// results that need it (the pending tensors that will keep failing).
+fn node_failed(program: &Program, i: usize, e: crate::Error) -> crate::Error {
+    let mut needs = vec![false; program.nodes.len()];
+    needs[i] = true;
+    for k in i + 1..program.nodes.len() {
+        needs[k] = program.nodes[k].inputs.iter().any(|&j| needs[j]);
+    }
+    let needed_by: Vec<&crate::runtime::program::PNode> = program
+        .outputs
+        .iter()
+        .filter(|&&o| needs[o])
+        .map(|&o| &program.nodes[o])
+        .collect();
+    crate::Error::StepFailed {
+        failed: {
+            let n = &program.nodes[i];
+            describe_value(&n.op, n.dtype, &n.shape)
+        },
+        pending: describe_values(needed_by.iter().map(|n| (&n.op, n.dtype, &n.shape[..]))),
+        source: Box::new(e),
+    }
 }

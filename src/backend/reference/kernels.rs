@@ -163,17 +163,51 @@ pub(crate) fn reduce<T: Copy>(
     out
 }
 
-/// Index of the first extremum along `dim`; `better(x, best)` says when
-/// `x` replaces the current best.
-pub(crate) fn arg_reduce<T: Copy>(
+/// Sums `dims` (sorted) pairwise, as XLA and NumPy do for floats: the
+/// rounding error grows with the logarithm of the count, not the count
+/// (a naive f32 sum of 1.0 and 10⁷ values of 1e-8 stays 1.0).
+pub(crate) fn sum<T: Num>(a: &ArrayD<T>, dims: &[usize]) -> ArrayD<T> {
+    if dims.is_empty() {
+        return a.clone();
+    }
+    // Kept dims first, reduced dims last: each output is one contiguous run.
+    let kept: Vec<usize> = (0..a.ndim()).filter(|d| !dims.contains(d)).collect();
+    let perm: Vec<usize> = kept.iter().chain(dims).copied().collect();
+    let lanes = a.view().permuted_axes(IxDyn(&perm));
+    let lanes = lanes.as_standard_layout();
+    let flat = lanes.as_slice().expect("standard layout");
+    let out_shape: Vec<usize> = kept.iter().map(|&d| a.shape()[d]).collect();
+    let run: usize = dims.iter().map(|&d| a.shape()[d]).product();
+    let out: Vec<T> = if run == 0 {
+        vec![T::default(); out_shape.iter().product()]
+    } else {
+        flat.chunks(run).map(pairwise_sum).collect()
+    };
+    ArrayD::from_shape_vec(IxDyn(&out_shape), out).expect("shape matches")
+}
+
+/// The sum of `v` by halves, with a plain loop below 16 elements.
+fn pairwise_sum<T: Num>(v: &[T]) -> T {
+    if v.len() <= 16 {
+        return v.iter().fold(T::default(), |acc, &x| acc.add(x));
+    }
+    let (lo, hi) = v.split_at(v.len() / 2);
+    pairwise_sum(lo).add(pairwise_sum(hi))
+}
+
+/// Index of the first extremum along `dim`, PyTorch's way: the first NaN
+/// wins over every number (NaN propagates, as in `max`); otherwise
+/// `better(x, best)` says when `x` replaces the current best.
+pub(crate) fn arg_reduce<T: Num>(
     a: &ArrayD<T>,
     dim: usize,
     better: impl Fn(T, T) -> bool,
 ) -> ArrayD<i64> {
     a.map_axis(Axis(dim), |lane| {
         let mut best = 0usize;
-        for (i, &x) in lane.iter().enumerate() {
-            if i > 0 && better(x, lane[best]) {
+        for (i, &x) in lane.iter().enumerate().skip(1) {
+            let b = lane[best];
+            if !b.is_nan() && (x.is_nan() || better(x, b)) {
                 best = i;
             }
         }
