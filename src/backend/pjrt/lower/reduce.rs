@@ -45,9 +45,10 @@ impl Ctx<'_> {
         self.redyn(out, ty, &kept)
     }
 
-    /// The first index of the extremum along `dim`, as the reference: an
-    /// element replaces the best only when strictly better, so NaN never
-    /// wins, except at index 0, where nothing can replace it.
+    /// The first index of the extremum along `dim`, as the reference and
+    /// PyTorch: the first NaN wins over every number. The reduction runs
+    /// over (value, index) pairs ordered by (is NaN, value, lower index),
+    /// a total order, so XLA may combine them in any order.
     pub(super) fn arg_reduce(&mut self, kind: ArgKind, x: &V, dim: usize, ty: &Ty) -> V {
         let e = x.ty.elt;
         let sizes = self.sizes_of(x);
@@ -63,25 +64,18 @@ impl Ctx<'_> {
             let z = self.b.splat(0.0, &ty.bound());
             return self.redyn(z, ty, &kept);
         }
-        let mask = self.valid_mask(x);
-        let xs = self.padded(x, None);
-        let w = self.b.splat_lit(&worst, &xs.ty);
-        let mut v = xs.clone();
-        if e.is_float() {
-            let nan = self.b.cmp(CmpOp::Ne, &xs, &xs);
-            v = self.b.select(&nan, &w, &v);
-        }
-        if let Some(m) = mask {
-            v = self.b.select(&m, &v, &w);
-        }
+        // Padding never wins: it holds the worst value at indices above
+        // every real one, so it loses even a tie.
+        let xs = self.padded_lit(x, Some(&worst));
         let idx = self.b.iota(&xs.ty.with_elt(Elt::I64), dim);
         let init_v = self.b.splat_lit(&worst, &Ty::scalar(e));
         let init_i = self.b.scalar(0.0, Elt::I64);
         let out_v = ty.bound().with_elt(e);
         let out_i = ty.bound();
+        let float = e.is_float();
         let res = self.b.region_op(
             "reduce",
-            &[&v, &idx, &init_v, &init_i],
+            &[&xs, &idx, &init_v, &init_i],
             &format!("dimensions = array<i64: {dim}>"),
             &[e, Elt::I64, e, Elt::I64],
             &[out_v, out_i],
@@ -91,20 +85,24 @@ impl Ctx<'_> {
                 let tie = b.cmp(CmpOp::Eq, va, vb);
                 let first = b.cmp(CmpOp::Lt, ia, ib);
                 let tie_first = b.bin("and", &tie, &first);
-                let take = b.bin("or", &better, &tie_first);
+                let mut take = b.bin("or", &better, &tie_first);
+                if float {
+                    // NaN first, then the numeric order; among NaNs the
+                    // lower index.
+                    let a_nan = b.cmp(CmpOp::Ne, va, va);
+                    let b_nan = b.cmp(CmpOp::Ne, vb, vb);
+                    let both = b.bin("and", &a_nan, &b_nan);
+                    let nan_first = b.bin("and", &both, &first);
+                    let not_b_nan = b.un("not", &b_nan);
+                    let only_a = b.bin("and", &a_nan, &not_b_nan);
+                    let numbers = b.bin("and", &take, &not_b_nan);
+                    let t = b.bin("or", &only_a, &nan_first);
+                    take = b.bin("or", &t, &numbers);
+                }
                 vec![b.select(&take, va, vb), b.select(&take, ia, ib)]
             },
         );
-        let mut r = res[1].clone();
-        if e.is_float() {
-            // A NaN at index 0 is never replaced.
-            let head = self.b.slice(&xs, dim, 0, 1);
-            let head = self.b.reshape(&head, ty.bound().with_elt(e));
-            let nan = self.b.cmp(CmpOp::Ne, &head, &head);
-            let zero = self.b.splat(0.0, &r.ty);
-            r = self.b.select(&nan, &zero, &r);
-        }
-        self.redyn(r, ty, &kept)
+        self.redyn(res[1].clone(), ty, &kept)
     }
 
     /// `[.., m, k] x [.., k, n]`; padding of a dynamic `k` is zeroed.
