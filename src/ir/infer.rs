@@ -12,8 +12,61 @@ use crate::symint::{Shape, SizeExpr, VarRef};
 use smallvec::smallvec;
 use std::sync::Arc;
 
-/// The dtype and shape of `op` applied to `inputs`, or why it does not apply.
+/// The dtype and shape of `op` applied to `inputs`, or why it does not apply
+/// (including a result no backend could hold: see [`check_representable`]).
 pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
+    let (dtype, shape) = infer_op(op, inputs)?;
+    check_representable(op.name(), dtype, &shape)?;
+    Ok((dtype, shape))
+}
+
+/// The largest bound of a dynamic dimension: XLA computes sizes as i32
+/// (`get_dimension_size`), and so does the lowering.
+pub(crate) const MAX_DYNAMIC_BOUND: i64 = i32::MAX as i64;
+
+/// Rejects a shape whose element count or byte size (at its bounds)
+/// cannot be represented, or a dynamic bound above
+/// [`MAX_DYNAMIC_BOUND`], before anything reaches a plugin or an allocator
+/// (XLA throws a C++ exception on such a shape, which would abort the
+/// process; an allocator would abort on the byte count).
+pub(crate) fn check_representable(
+    op: &'static str,
+    dtype: DType,
+    shape: &[SizeExpr],
+) -> Result<()> {
+    let too_large = |why: String| {
+        Err(Error::shape(
+            op,
+            format!(
+                "the result {dtype}{} is too large: {why}; use smaller sizes (or bounds)",
+                shape_string(shape)
+            ),
+        ))
+    };
+    if let Some(d) = shape
+        .iter()
+        .find(|d| d.as_const().is_none() && d.hi() > MAX_DYNAMIC_BOUND)
+    {
+        return too_large(format!(
+            "the dynamic dimension's bound {} is above {MAX_DYNAMIC_BOUND}, the largest size XLA computes (i32)",
+            d.hi()
+        ));
+    }
+    let numel = shape
+        .iter()
+        .try_fold(1u64, |acc, d| acc.checked_mul(d.hi().max(0) as u64));
+    let bytes = numel.and_then(|n| n.checked_mul(dtype.size_in_bytes() as u64));
+    match bytes {
+        Some(b) if b <= isize::MAX as u64 => Ok(()),
+        _ => too_large(format!(
+            "its element count or byte size overflows a 64-bit address space (dims {:?})",
+            shape.iter().map(|d| d.hi()).collect::<Vec<_>>()
+        )),
+    }
+}
+
+/// [`infer`] without the representability check.
+fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
     let name = op.name();
     let arity = |n: usize| -> Result<()> {
         if inputs.len() == n {
@@ -168,13 +221,17 @@ pub(crate) fn infer(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         Op::Reshape { shape } => {
             arity(1)?;
             let x = &inputs[0];
-            if numel(&x.shape) != numel(shape) {
+            let (from, to) = (numel(&x.shape), numel(shape));
+            if from != to {
                 return Err(Error::shape(
                     name,
                     format!(
-                        "cannot reshape {} into {}: the element counts differ",
+                        "cannot reshape {} ({} elements) into {} ({} elements): the element counts must be equal; pass sizes whose product is {}, or -1 for one size to infer it",
                         shape_string(&x.shape),
-                        shape_string(shape)
+                        count_string(&from),
+                        shape_string(shape),
+                        count_string(&to),
+                        count_string(&from),
                     ),
                 ));
             }
@@ -519,6 +576,14 @@ fn numel(shape: &[SizeExpr]) -> SizeExpr {
     shape
         .iter()
         .fold(SizeExpr::constant(1), |acc, d| acc.mul(d))
+}
+
+/// An element count for messages: `6`, or `s0*3` with its bounds.
+fn count_string(n: &SizeExpr) -> String {
+    match n.as_const() {
+        Some(c) => c.to_string(),
+        None => format!("{n} in [{}, {}]", n.lo(), n.hi()),
+    }
 }
 
 fn bound_numel(shape: &[SizeExpr]) -> i64 {

@@ -31,7 +31,7 @@ impl Tensor {
         shape: &[usize],
         device: &Device,
     ) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
+        let n = host_numel("from_vec", shape)?;
         if data.len() != n {
             return Err(Error::invalid(
                 "from_vec",
@@ -58,10 +58,7 @@ impl Tensor {
     pub(crate) fn from_host(host: HostArray, device: &Device) -> Result<Tensor> {
         let shape: Vec<usize> = host.shape().to_vec();
         let dtype = host.dtype();
-        let exprs: Shape = shape
-            .iter()
-            .map(|&s| SizeExpr::constant(s as i64))
-            .collect();
+        let exprs = static_shape(&shape);
         let data = DeviceData::from_host(
             device.clone(),
             Arc::new(host),
@@ -87,10 +84,7 @@ impl Tensor {
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        let exprs: Shape = shape
-            .iter()
-            .map(|&s| SizeExpr::constant(s as i64))
-            .collect();
+        let exprs = static_shape(shape);
         Tensor::full_sym(exprs, value, dtype, SmallVec::new(), &Device::default())
     }
 
@@ -192,23 +186,17 @@ impl Tensor {
     /// values on every backend).
     pub fn rand(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);
-        let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| g.next_f64() as f32).collect();
-        Tensor::from_vec(data, shape).expect("length matches")
+        host_random("rand", shape, || g.next_f64() as f32)
     }
 
     /// Standard normal F32 values from a seeded generator (Box-Muller).
     pub fn randn(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);
-        let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n)
-            .map(|_| {
-                let u1 = g.next_f64().max(f64::MIN_POSITIVE);
-                let u2 = g.next_f64();
-                ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
-            })
-            .collect();
-        Tensor::from_vec(data, shape).expect("length matches")
+        host_random("randn", shape, || {
+            let u1 = g.next_f64().max(f64::MIN_POSITIVE);
+            let u2 = g.next_f64();
+            ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+        })
     }
 
     /// A copy of this tensor's value on another device (runs what it needs,
@@ -220,6 +208,43 @@ impl Tensor {
         let host = self.to_host()?;
         Tensor::from_host(host, device)
     }
+}
+
+/// The sizes of a static shape given as `usize`s. A size above `i64::MAX`
+/// saturates, so that inference rejects the shape as too large instead of
+/// seeing a wrapped negative size.
+pub(crate) fn static_shape(shape: &[usize]) -> Shape {
+    shape
+        .iter()
+        .map(|&s| SizeExpr::constant(i64::try_from(s).unwrap_or(i64::MAX)))
+        .collect()
+}
+
+/// The element count of a host shape, or an error when it overflows.
+fn host_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &s| acc.checked_mul(s))
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                format!("the shape {shape:?} has more elements than a 64-bit count holds; use smaller sizes"),
+            )
+        })
+}
+
+/// A host-generated F32 tensor of `shape` from `next`; panics with a
+/// message (never aborts) when its element count or memory is too large.
+fn host_random(op: &'static str, shape: &[usize], next: impl FnMut() -> f32) -> Tensor {
+    let n = host_numel(op, shape).unwrap_or_else(|e| panic!("{e}"));
+    let mut data: Vec<f32> = Vec::new();
+    if data.try_reserve_exact(n).is_err() {
+        panic!(
+            "{op}: cannot allocate {n} f32 values for shape {shape:?} on the host; use a smaller shape"
+        );
+    }
+    data.extend(std::iter::repeat_with(next).take(n));
+    Tensor::from_vec(data, shape).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A size used as a length: never below zero.

@@ -166,16 +166,21 @@ impl Tensor {
                 }
                 v
             }
-            None => VarRef::known(0, upper_bound as i64, len),
+            None => VarRef::known(0, i64::try_from(upper_bound).unwrap_or(i64::MAX), len),
         };
         let cell = var.0.cell.get().expect("known var has a cell").clone();
         let mut new_shape = shape.clone();
         new_shape[d] = SizeExpr::var(var);
+        crate::ir::infer::check_representable(op, self.dtype(), &new_shape)?;
         let mut bound: Vec<usize> = host.shape().to_vec();
         bound[d] = upper_bound;
         let mut sizes: crate::runtime::device_data::SizeCells =
             smallvec::smallvec![None; shape.len()];
-        sizes[d] = Some(cell);
+        // A bound of 0 leaves the dimension static (a variable whose
+        // bounds meet is a constant), and a static dimension has no size.
+        if new_shape[d].as_const().is_none() {
+            sizes[d] = Some(cell);
+        }
         let data = DeviceData::from_host(self.device().clone(), host, bound, sizes);
         Ok(Tensor::data(self.device(), self.dtype(), new_shape, data))
     }

@@ -22,7 +22,11 @@ impl Tensor {
         if holes > 1 || shape.iter().any(|&s| s < -1) {
             panic!("reshape: {shape:?} may hold one -1 and otherwise non-negative sizes (input shape {})", shape_string(&input));
         }
-        let known = shape.iter().filter(|&&s| s != -1).product::<i64>();
+        let known = shape
+            .iter()
+            .filter(|&&s| s != -1)
+            .try_fold(1i64, |acc, &s| acc.checked_mul(s))
+            .unwrap_or_else(|| panic!("reshape: the sizes {shape:?} have more elements than a 64-bit count holds (input shape {})", shape_string(&input)));
         let out: Shape = shape
             .iter()
             .map(|&s| {
