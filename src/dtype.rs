@@ -126,61 +126,6 @@ pub(crate) fn result_type(operands: &[(DType, Priority)]) -> DType {
     widest
 }
 
-/// A Rust type that can be the element of a tensor.
-///
-/// Implemented for `f32`, `f64`, `i32`, `i64` and `bool`.
-pub trait Element: Copy + Send + Sync + fmt::Debug + PartialEq + 'static + sealed::Sealed {
-    /// The dtype this type maps to.
-    const DTYPE: DType;
-    /// Lossy conversion to `f64`, used for printing and scalars.
-    fn to_f64(self) -> f64;
-    /// Conversion from `f64` (truncating for integers).
-    fn from_f64(v: f64) -> Self;
-    /// Wraps an array of this type into the dtype-tagged host array.
-    fn into_host(a: ndarray::ArrayD<Self>) -> crate::host::HostArray;
-    /// Borrows the array of this type out of a host array, if the dtype matches.
-    fn from_host(a: &crate::host::HostArray) -> Option<&ndarray::ArrayD<Self>>;
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-    impl Sealed for i32 {}
-    impl Sealed for i64 {}
-    impl Sealed for bool {}
-}
-
-macro_rules! element {
-    ($t:ty, $d:ident, $to:expr, $from:expr) => {
-        impl Element for $t {
-            const DTYPE: DType = DType::$d;
-            fn to_f64(self) -> f64 {
-                ($to)(self)
-            }
-            fn from_f64(v: f64) -> Self {
-                ($from)(v)
-            }
-            fn into_host(a: ndarray::ArrayD<Self>) -> crate::host::HostArray {
-                crate::host::HostArray::$d(a)
-            }
-            fn from_host(a: &crate::host::HostArray) -> Option<&ndarray::ArrayD<Self>> {
-                match a {
-                    crate::host::HostArray::$d(x) => Some(x),
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-element!(f32, F32, |x: f32| x as f64, |v: f64| v as f32);
-element!(f64, F64, |x: f64| x, |v: f64| v);
-element!(i32, I32, |x: i32| x as f64, |v: f64| v as i32);
-element!(i64, I64, |x: i64| x as f64, |v: f64| v as i64);
-element!(bool, Bool, |x: bool| if x { 1.0 } else { 0.0 }, |v: f64| v
-    != 0.0);
-
 #[cfg(test)]
 mod tests {
     use super::*;

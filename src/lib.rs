@@ -41,8 +41,9 @@ mod tensor;
 
 pub use autograd::no_grad;
 pub use device::Device;
-pub use dtype::{DType, Element};
+pub use dtype::DType;
 pub use error::{Error, Result};
+pub use host::Element;
 pub use runtime::capture::{capture, CapturedStep};
 pub use runtime::metrics;
 pub use runtime::sync::mark_step;

@@ -12,7 +12,6 @@
 //! back into the input's shape, `index_select` and `gather` scatter-add,
 //! reductions and `matmul` over dynamic dims, `pad_to_bound` crops back.
 
-pub(crate) mod random;
 mod rules;
 
 use crate::ir::node::topo_order;

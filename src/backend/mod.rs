@@ -7,7 +7,7 @@ pub mod pjrt;
 pub(crate) mod reference;
 
 use crate::host::HostArray;
-use crate::runtime::program::Program;
+use crate::ir::program::Program;
 use crate::Result;
 use std::any::Any;
 use std::sync::Arc;

@@ -4,6 +4,8 @@ pub(crate) mod infer;
 pub(crate) mod node;
 pub mod op;
 pub(crate) mod print;
+pub(crate) mod program;
+pub(crate) mod random;
 
 pub use node::{live_node_count, Node};
 pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, UnaryOp};

@@ -254,6 +254,42 @@ pub enum Op {
 }
 
 impl Op {
+    /// The size expressions the op evaluates at run time: its own
+    /// arguments, not its output shape. A program must be able to compute
+    /// every variable they mention (see `runtime::canonical`).
+    pub fn size_args(&self) -> &[SizeExpr] {
+        match self {
+            Op::Iota { shape, .. }
+            | Op::RandomUniform { shape, .. }
+            | Op::Broadcast { shape, .. }
+            | Op::Reshape { shape } => shape,
+            Op::SizeOf(e) => std::slice::from_ref(e),
+            Op::Data { .. }
+            | Op::Scalar { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Convert(_)
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concat { .. }
+            | Op::PadToBound { .. }
+            | Op::Reduce { .. }
+            | Op::ArgReduce { .. }
+            | Op::MatMul
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::IndexAdd { .. }
+            | Op::ScatterAdd { .. }
+            | Op::MaskedScatter
+            | Op::Nonzero
+            | Op::MaskedSelect
+            | Op::Unique
+            | Op::UniqueCounts => &[],
+        }
+    }
+
     /// The op's name as the printer shows it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -18,7 +18,7 @@
 
 use super::op::{Lit, Op};
 use crate::dtype::DType;
-use crate::runtime::program::Program;
+use crate::ir::program::Program;
 use crate::symint::{SizeExpr, VarRef};
 use std::fmt::Write;
 

@@ -1,13 +1,13 @@
 //! From live graph nodes to a canonical [`Program`] and its arguments.
 
 use super::device_data::DeviceData;
-use super::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use super::size_cell::SizeCell;
 use crate::backend::ExecArgs;
 use crate::ir::node::topo_order_indexed;
+use crate::ir::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use crate::ir::{Node, Op};
 use crate::symint::var::with_relative_numbering;
-use crate::symint::{SizeExpr, VarRef};
+use crate::symint::VarRef;
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;
 use std::hash::Hash;
@@ -109,16 +109,6 @@ impl Traced<'_> {
     }
 }
 
-/// Size expressions an op evaluates at run time (its own arguments, not
-/// its output shape).
-fn op_size_args(op: &Op) -> &[SizeExpr] {
-    match op {
-        Op::Iota { shape, .. } | Op::Broadcast { shape, .. } | Op::Reshape { shape } => shape,
-        Op::SizeOf(e) => std::slice::from_ref(e),
-        _ => &[],
-    }
-}
-
 /// Builds the canonical program computing `roots` and the values of
 /// `size_requests`; `include` adds nodes that define requested sizes.
 pub(crate) fn trace<'a>(
@@ -164,10 +154,7 @@ pub(crate) fn trace<'a>(
         };
 
     for (i, n) in order.iter().enumerate() {
-        for e in op_size_args(&n.op)
-            .iter()
-            .filter(|e| e.as_const().is_none())
-        {
+        for e in n.op.size_args().iter().filter(|e| e.as_const().is_none()) {
             for v in e.vars() {
                 need(&v, &defined, &mut vars)?;
             }

@@ -7,7 +7,6 @@ pub(crate) mod capture;
 pub(crate) mod device_data;
 pub(crate) mod materialize;
 pub mod metrics;
-pub(crate) mod program;
 pub(crate) mod registry;
 pub(crate) mod size_cell;
 pub(crate) mod sync;

@@ -3,7 +3,8 @@
 
 use super::{size_deps_for, Tensor};
 use crate::device::Device;
-use crate::dtype::{DType, Element};
+use crate::dtype::DType;
+use crate::host::Element;
 use crate::host::HostArray;
 use crate::ir::{Lit, Node, Op};
 use crate::runtime::device_data::DeviceData;

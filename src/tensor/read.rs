@@ -1,7 +1,7 @@
 //! Reading values: these force execution of what the value needs.
 
 use super::Tensor;
-use crate::dtype::Element;
+use crate::host::Element;
 use crate::host::HostArray;
 use crate::runtime::{materialize, metrics, sync};
 use crate::symint::SymInt;

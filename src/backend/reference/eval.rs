@@ -5,8 +5,8 @@ use super::kernels::{self, check_index, with_index, Num};
 use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::ir::node::{describe_value, describe_values};
+use crate::ir::program::{Program, VarSource};
 use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, UnaryOp};
-use crate::runtime::program::{Program, VarSource};
 use crate::symint::{SizeExpr, VarRef};
 use crate::{map_host_array, Result};
 use ndarray::{ArrayD, Axis, IxDyn};
@@ -93,7 +93,7 @@ pub(super) fn run(
                     };
                     let mut i = 0u32;
                     let a = ArrayD::from_shape_simple_fn(IxDyn(&sh), || {
-                        let u = crate::autograd::random::uniform(seed, i);
+                        let u = crate::ir::random::uniform(seed, i);
                         i = i.wrapping_add(1);
                         u
                     });
@@ -570,7 +570,7 @@ fn reduce(kind: ReduceKind, x: &HostArray, dims: &[usize]) -> Result<HostArray> 
 /// impossible size is an error instead of an allocation failure, which
 /// would abort the process. The block is released at once; the kernel
 /// then allocates its own.
-fn reserve(node: &crate::runtime::program::PNode) -> Result<()> {
+fn reserve(node: &crate::ir::program::PNode) -> Result<()> {
     let bytes = node
         .shape
         .iter()
@@ -598,7 +598,7 @@ fn node_failed(program: &Program, i: usize, e: crate::Error) -> crate::Error {
     for k in i + 1..program.nodes.len() {
         needs[k] = program.nodes[k].inputs.iter().any(|&j| needs[j]);
     }
-    let needed_by: Vec<&crate::runtime::program::PNode> = program
+    let needed_by: Vec<&crate::ir::program::PNode> = program
         .outputs
         .iter()
         .filter(|&&o| needs[o])

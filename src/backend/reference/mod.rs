@@ -10,7 +10,7 @@ mod kernels;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::host::HostArray;
-use crate::runtime::program::{Program, VarSource};
+use crate::ir::program::{Program, VarSource};
 use crate::{Error, Result};
 use std::sync::Arc;
 

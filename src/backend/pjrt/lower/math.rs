@@ -234,7 +234,7 @@ impl Ctx<'_> {
         self.b.convert(&r, elt)
     }
 
-    /// `autograd::random::uniform` for element `i` (row-major) under the
+    /// `ir::random::uniform` for element `i` (row-major) under the
     /// i64 scalar `seed`, in ui32 arithmetic.
     pub(super) fn random_uniform(&mut self, seed: &V, ty: &Ty) -> V {
         let mask = self.b.scalar(u32::MAX as f64, Elt::I64);

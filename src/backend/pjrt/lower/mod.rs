@@ -37,9 +37,9 @@ mod reduce;
 mod sizes;
 
 use crate::dtype::DType;
+use crate::ir::program::{Program, VarSource};
 use crate::ir::CmpOp;
 use crate::ir::Op;
-use crate::runtime::program::{Program, VarSource};
 use crate::symint::SizeExpr;
 use crate::{Error, Result};
 use emit::{Builder, Elt, Ty, V};

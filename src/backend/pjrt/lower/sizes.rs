@@ -8,8 +8,8 @@
 
 use super::emit::{Elt, V};
 use super::Ctx;
+use crate::ir::program::VarSource;
 use crate::ir::CmpOp;
-use crate::runtime::program::VarSource;
 use crate::symint::expr::AtomOp;
 use crate::symint::{SizeExpr, VarRef};
 use crate::{Error, Result};

@@ -6,8 +6,8 @@
 //! numbered by first appearance, so it holds op structure, dtypes, static
 //! sizes and bounds, and never data values, tensor ids or real dynamic sizes.
 
+use super::Op;
 use crate::dtype::DType;
-use crate::ir::Op;
 use crate::symint::{Shape, VarRef};
 use std::hash::{Hash, Hasher};
 

@@ -1,4 +1,5 @@
-//! The counter-based generator behind in-graph random ops.
+//! The counter-based generator behind in-graph random ops (`Op::RandomUniform`):
+//! op semantics that both backends implement.
 //!
 //! Element `i` of a random tensor is a pure function of `(seed, i)`, built
 //! from 32-bit integer multiply, xor and shift, so the reference backend
