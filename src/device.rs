@@ -202,35 +202,6 @@ impl Device {
     }
 }
 
-/// Makes the process wait, when it exits, for the programs still running
-/// on PJRT devices (`mark_step` does not wait for them). Without this a
-/// plugin's static destructors tear down state under a running program:
-/// measured, a segfault at exit in 4 runs of 5 with a program in flight.
-/// Exit handlers run in reverse order of registration, and plugins create
-/// statics lazily, so the backend calls this again after each program's
-/// first run (once per compiled program) to stay ahead of them.
-pub(crate) fn wait_for_devices_at_exit() {
-    #[cfg(unix)]
-    {
-        extern "C" fn wait_for_devices() {
-            // `try_lock`: another thread may be exiting the process while it
-            // holds the map; then there is nothing safe to do.
-            if let Some(devices) = PJRT.try_lock() {
-                for d in devices.values() {
-                    let _ = d.backend().synchronize();
-                }
-            }
-        }
-        // SAFETY: registers a plain function with no preconditions; it only
-        // locks a map that outlives every exit handler.
-        if unsafe { libc::atexit(wait_for_devices) } != 0 {
-            eprintln!(
-                "lazyxla: could not register the exit handler that waits for running programs"
-            );
-        }
-    }
-}
-
 thread_local! {
     static SCOPED: std::cell::RefCell<Vec<Device>> = const { std::cell::RefCell::new(Vec::new()) };
 }

@@ -33,6 +33,7 @@ mod dtype;
 mod error;
 pub mod host;
 mod ir;
+pub mod metrics;
 pub mod nn;
 pub mod optim;
 mod runtime;
@@ -45,7 +46,7 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use host::Element;
 pub use runtime::capture::{capture, CapturedStep};
-pub use runtime::metrics;
+
 pub use runtime::sync::mark_step;
 pub use symint::SymInt;
 pub use tensor::{DimIndex, Tensor};

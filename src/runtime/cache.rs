@@ -27,7 +27,7 @@ pub(crate) fn get(key: &Key) -> Option<ExecutableRef> {
 pub(crate) fn put(key: Key, exe: ExecutableRef) {
     let mut c = CACHE.lock();
     if c.len() == c.cap().get() && !c.contains(&key) {
-        super::metrics::inc(super::metrics::Counter::CompileCacheEviction);
+        crate::metrics::inc(crate::metrics::Counter::CompileCacheEviction);
     }
     c.put(key, exe);
 }

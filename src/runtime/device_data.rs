@@ -1,10 +1,10 @@
 //! The data behind a computed or uploaded tensor.
 
-use super::metrics;
 use super::size_cell::SizeCell;
 use crate::backend::{DeviceBuffer, SizeArg, TensorArg};
 use crate::device::Device;
 use crate::host::HostArray;
+use crate::metrics;
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 

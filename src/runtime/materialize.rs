@@ -1,7 +1,8 @@
 //! Materialising sizes: `SymInt::materialize()` and `concrete_shape()`.
 
-use super::{metrics, sync};
+use super::sync;
 use crate::ir::Node;
+use crate::metrics;
 use crate::symint::{SymInt, VarRef};
 use crate::{Device, Error, Result};
 use std::sync::Arc;

@@ -6,7 +6,6 @@ pub(crate) mod canonical;
 pub(crate) mod capture;
 pub(crate) mod device_data;
 pub(crate) mod materialize;
-pub mod metrics;
 pub(crate) mod registry;
 pub(crate) mod size_cell;
 pub(crate) mod sync;

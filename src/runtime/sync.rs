@@ -3,10 +3,11 @@
 use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
-use super::{cache, metrics, registry};
+use super::{cache, registry};
 use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
 use crate::device::Device;
 use crate::ir::{Node, Op};
+use crate::metrics;
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::Tensor;
 use crate::Result;

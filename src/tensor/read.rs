@@ -3,7 +3,8 @@
 use super::Tensor;
 use crate::host::Element;
 use crate::host::HostArray;
-use crate::runtime::{materialize, metrics, sync};
+use crate::metrics;
+use crate::runtime::{materialize, sync};
 use crate::symint::SymInt;
 use crate::{Error, Result};
 use ndarray::ArrayD;

@@ -8,6 +8,7 @@
 
 pub mod ffi;
 
+mod at_exit;
 pub(crate) mod discover;
 mod lower;
 
@@ -15,7 +16,7 @@ use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg
 use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::ir::program::Program;
-use crate::runtime::metrics;
+use crate::metrics;
 use crate::{Error, Result};
 use ffi::{Buffer, Client, ElementType, Event, Executable, PjrtError, Plugin};
 use parking_lot::Mutex;
@@ -42,7 +43,7 @@ pub(crate) struct PjrtExecutable {
 /// queued steps hold).
 pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
-    in_flight: Mutex<Option<Event>>,
+    in_flight: at_exit::InFlight,
     client: Client,
     name: String,
 }
@@ -186,7 +187,7 @@ impl PjrtBackend {
         })?;
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
         Ok(PjrtBackend {
-            in_flight: Mutex::new(None),
+            in_flight: at_exit::in_flight_slot(),
             client,
             name,
         })
@@ -379,7 +380,7 @@ impl Backend for PjrtBackend {
                     .map_err(|e| backend_err(&self.name, "execute", e))?;
             }
             pe.ran_once.store(true, Ordering::Relaxed);
-            crate::device::wait_for_devices_at_exit();
+            at_exit::register();
         }
         if RECORD_LAST.load(Ordering::Relaxed) {
             // A debugging aid never fails the step: a copy that fails

@@ -8,8 +8,9 @@ use super::{
 };
 use crate::backend::ExecOutputs;
 use crate::ir::Node;
+use crate::metrics;
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::{metrics, registry, sync};
+use crate::runtime::{registry, sync};
 use crate::tensor::{next_tensor_id, Tensor};
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;

@@ -4,8 +4,8 @@
 use super::{DimTemplate, Kept, ParamSource, Returned, Variant};
 use crate::backend::{ExecArgs, ExecOutputs, SizeArg};
 use crate::ir::Node;
+use crate::metrics;
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::metrics;
 use crate::runtime::sync::{self, SpareCells};
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
