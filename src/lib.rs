@@ -28,6 +28,7 @@
 
 mod autograd;
 mod backend;
+mod capture;
 mod device;
 mod dtype;
 mod error;
@@ -40,15 +41,15 @@ mod runtime;
 mod symint;
 mod tensor;
 
-pub use autograd::no_grad;
+pub use capture::{capture, CapturedStep};
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use host::Element;
-pub use runtime::capture::{capture, CapturedStep};
+pub use tensor::no_grad;
 
-pub use runtime::sync::mark_step;
 pub use symint::SymInt;
+pub use tensor::sync::mark_step;
 pub use tensor::{DimIndex, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.
@@ -127,7 +128,7 @@ pub mod debug {
     /// The number of entries in the live-tensor registry (live tensors plus
     /// not yet pruned dead ones).
     pub fn registry_len() -> usize {
-        crate::runtime::registry::len()
+        crate::tensor::registry::len()
     }
 
     /// The canonical program that would compute `tensors`, printed (see the

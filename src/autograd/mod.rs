@@ -16,40 +16,10 @@ mod rules;
 
 use crate::ir::node::topo_order;
 use crate::ir::Node;
-use crate::tensor::Tensor;
+use crate::tensor::{no_grad, Tensor};
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-thread_local! {
-    static NO_GRAD_DEPTH: Cell<usize> = const { Cell::new(0) };
-}
-
-/// True unless inside [`no_grad`].
-pub(crate) fn grad_enabled() -> bool {
-    NO_GRAD_DEPTH.with(|d| d.get() == 0)
-}
-
-/// Runs `f` without recording gradients (optimizer updates, evaluation).
-///
-/// ```
-/// use lazyxla::Tensor;
-/// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
-/// let y = lazyxla::no_grad(|| &w * 2.0);
-/// assert!(!y.is_requires_grad());
-/// ```
-pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            NO_GRAD_DEPTH.with(|d| d.set(d.get() - 1));
-        }
-    }
-    NO_GRAD_DEPTH.with(|d| d.set(d.get() + 1));
-    let _restore = Restore;
-    f()
-}
 
 impl Tensor {
     /// Marks this tensor as a leaf whose gradient [`backward`](Tensor::backward)

@@ -192,7 +192,7 @@ impl Module for Dropout {
         if !self.training.load(Ordering::Relaxed) || self.p == 0.0 {
             return x.clone();
         }
-        let seed = if crate::runtime::capture::is_recording() {
+        let seed = if crate::capture::is_recording() {
             // A new handle on the current value: `assign` changes the
             // tensor and its clones.
             let seed = self.captured_seed.detach();

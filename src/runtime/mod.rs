@@ -1,11 +1,11 @@
-//! The runtime: live tensors, sync (`mark_step`, reads, size
-//! materialisation), canonical programs, the compile cache and metrics.
+//! The runtime: from pending IR roots to device data. It traces roots into
+//! a canonical program and its key, compiles through the cache, runs it,
+//! and returns data leaves (and computed sizes); it knows no `Tensor`: the
+//! tensor layer rebinds its handles to what the runtime returns.
 
 pub(crate) mod cache;
 pub(crate) mod canonical;
-pub(crate) mod capture;
 pub(crate) mod device_data;
 pub(crate) mod materialize;
-pub(crate) mod registry;
 pub(crate) mod size_cell;
 pub(crate) mod sync;

@@ -1,23 +1,24 @@
-//! Sync: turn pending graphs into device data.
+//! Sync: turn pending graphs into device data (the tensor layer rebinds
+//! its handles to the data leaves returned here).
 
+use super::cache;
 use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
-use super::{cache, registry};
 use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::metrics;
 use crate::symint::{Shape, SizeExpr, VarRef};
-use crate::tensor::Tensor;
 use crate::Result;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
-/// One sync at a time: a sync reads and rebinds tensors' nodes, and two
-/// interleaved syncs would compute the same work twice.
+/// One sync at a time: a sync reads and rebinds tensors' nodes (the
+/// caller rebinds under this lock), and two interleaved syncs would
+/// compute the same work twice.
 static SYNC: LazyLock<Mutex<()>> = LazyLock::new(|| Mutex::new(()));
 
 /// The number of programs executed by syncs so far; a captured step
@@ -34,87 +35,41 @@ pub(crate) fn executions() -> u64 {
     EXECUTIONS.load(Ordering::Relaxed)
 }
 
-/// Computes every live tensor with pending work, one program per device
-/// (in practice, the default device), and leaves them holding device data.
-///
-/// ```
-/// use lazyxla::Tensor;
-/// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
-/// let b = &a * 2.0;
-/// lazyxla::mark_step().unwrap();
-/// assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
-/// ```
-pub fn mark_step() -> crate::Result<()> {
-    metrics::inc(metrics::Counter::MarkStep);
-    let pending = registry::pending();
-    let mut devices: Vec<Device> = Vec::new();
-    for t in &pending {
-        if !devices.iter().any(|d| d.same(t.device())) {
-            devices.push(t.device().clone());
-        }
-    }
-    for d in devices {
-        let group: Vec<Tensor> = pending
-            .iter()
-            .filter(|t| t.device().same(&d))
-            .cloned()
-            .collect();
-        sync_tensors(&group)?;
-    }
-    Ok(())
-}
-
-/// Computes `tensors` (all on one device) in one program and rebinds them
-/// to the results. On error nothing is rebound: the tensors stay pending
-/// and valid.
-pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
-    sync_program(tensors).map(|_| ())
-}
-
-/// What [`sync_program`] ran: the program's output nodes (the distinct
-/// pending nodes of the tensors, before rebinding) and the program.
+/// What [`run_roots`] computed: a data leaf for each root, in order, and
+/// the program that ran.
 pub(crate) struct Synced {
+    /// The program's output nodes, before they were computed.
     pub roots: Vec<Arc<Node>>,
+    /// A data leaf holding each root's value, in the order of `roots`.
+    pub data_nodes: Vec<Arc<Node>>,
+    /// The execution.
     pub ran: Ran,
 }
 
-/// [`sync_tensors`], returning what ran (`None` when nothing was pending).
-pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
-    let _guard = SYNC.lock();
-    // Take each distinct pending node once.
-    let mut roots: Vec<Arc<Node>> = Vec::new();
-    for t in tensors {
-        let n = t.node();
-        if !matches!(n.op, Op::Data { .. }) && !roots.iter().any(|r| Arc::ptr_eq(r, &n)) {
-            roots.push(n);
-        }
-    }
-    if roots.is_empty() {
-        return Ok(None);
-    }
-    let device = tensors[0].device().clone();
-    let mut ran = run(&device, &roots, &[], &[]).map_err(|e| step_failed(e, &roots))?;
+/// Computes `roots` (distinct pending nodes of one device) in one program
+/// and returns a data leaf for each. The caller holds [`lock`] until it
+/// has rebound its handles to the results. On error nothing is computed.
+pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced> {
+    let mut ran = run(device, &roots, &[], &[]).map_err(|e| step_failed(e, &roots))?;
     let mut data_nodes = Vec::with_capacity(roots.len());
     let mut at = 0;
     for root in &roots {
         let buffer = ran.outputs.take(at)?;
-        let cells = size_cells(&device, &root.shape, &mut ran.outputs, at)?;
+        let cells = size_cells(device, &root.shape, &mut ran.outputs, at)?;
         at += ExecOutputs::of_result(&root.shape);
         data_nodes.push(data_node(
-            &device,
+            device,
             root.dtype,
             root.shape.clone(),
             buffer,
             cells,
         ));
     }
-    for t in tensors {
-        let current = t.node();
-        if let Some(i) = roots.iter().position(|r| Arc::ptr_eq(r, &current)) {
-            t.rebind_if_unchanged(&current, data_nodes[i].clone());
-        }
-    }
-    Ok(Some(Synced { roots, ran }))
+    Ok(Synced {
+        roots,
+        data_nodes,
+        ran,
+    })
 }
 
 /// `e`, the failure of the program computing `roots`, naming them (they

@@ -4,16 +4,20 @@ mod create;
 mod dim;
 mod dynamic;
 mod elementwise;
+mod grad_mode;
 mod indexing;
 mod linalg;
 mod read;
 mod reduce;
+pub(crate) mod registry;
 mod shape_ops;
 mod std_ops;
+pub(crate) mod sync;
 
 pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
+pub use grad_mode::no_grad;
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -21,7 +25,6 @@ use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::registry;
 use crate::symint::{Shape, SizeExpr, SymInt};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -127,7 +130,7 @@ impl Tensor {
     pub(crate) fn input_node(&self) -> Arc<Node> {
         let mut n = self.inner.node.lock();
         if self.inner.requires_grad.load(Ordering::Relaxed)
-            && crate::autograd::grad_enabled()
+            && grad_mode::grad_enabled()
             && !n.is_leaf_of(&self.inner)
         {
             *n = n.leaf_copy(Arc::downgrade(&self.inner));
@@ -336,9 +339,8 @@ pub(crate) fn record(
 ) -> crate::Result<Arc<Node>> {
     let (dtype, shape) = infer(&op, &nodes)?;
     // Only float results carry gradients: indices, masks and sizes do not.
-    let requires_grad = crate::autograd::grad_enabled()
-        && dtype.is_float()
-        && nodes.iter().any(|n| n.requires_grad);
+    let requires_grad =
+        grad_mode::grad_enabled() && dtype.is_float() && nodes.iter().any(|n| n.requires_grad);
     Ok(Node::new(
         op,
         nodes,

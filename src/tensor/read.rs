@@ -1,10 +1,11 @@
 //! Reading values: these force execution of what the value needs.
 
+use super::sync;
 use super::Tensor;
 use crate::host::Element;
 use crate::host::HostArray;
 use crate::metrics;
-use crate::runtime::{materialize, sync};
+use crate::runtime::materialize;
 use crate::symint::SymInt;
 use crate::{Error, Result};
 use ndarray::ArrayD;

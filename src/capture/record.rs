@@ -10,7 +10,8 @@ use crate::backend::ExecOutputs;
 use crate::ir::Node;
 use crate::metrics;
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::{registry, sync};
+use crate::runtime::sync;
+use crate::tensor::registry;
 use crate::tensor::{next_tensor_id, Tensor};
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;
@@ -184,7 +185,7 @@ where
     }
 
     let pending_nodes: Vec<Arc<Node>> = pending.iter().map(Tensor::node).collect();
-    let synced = sync::sync_program(&pending)?;
+    let synced = crate::tensor::sync::sync_program(&pending)?;
     metrics::inc(metrics::Counter::StepRecording);
     let root_of = |t: &Tensor| -> Option<usize> {
         let i = pending.iter().position(|p| p.is(t))?;

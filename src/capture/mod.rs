@@ -141,7 +141,7 @@ where
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
         if nodes.iter().any(|n| n.data.is_none()) {
-            crate::runtime::sync::sync_tensors(inputs)?;
+            crate::tensor::sync::sync_tensors(inputs)?;
             nodes = inputs.iter().map(Tensor::node).collect();
         }
         let signature = Signature::of(inputs, &nodes)?;

@@ -36,7 +36,7 @@ pub(super) fn replay(
     let data = match gather(v, nodes)? {
         Gathered::Data(data) => data,
         Gathered::Pending(pending) => {
-            sync::sync_tensors(&pending)?;
+            crate::tensor::sync::sync_tensors(&pending)?;
             match gather(v, nodes)? {
                 Gathered::Data(data) => data,
                 Gathered::Pending(_) => {
