@@ -1,4 +1,5 @@
-//! Counters and timers, named as in PyTorch/XLA where a name exists.
+//! Counters, gauges and timers, named as in PyTorch/XLA where a name
+//! exists.
 //!
 //! ```
 //! lazyxla::metrics::reset();
@@ -9,6 +10,10 @@
 //! The set is closed (an enum each), so counting is one relaxed atomic
 //! add: the runtime counts on every step, and a captured step's replay
 //! takes a few microseconds in all.
+//!
+//! A counter counts events since the last [`reset`]; a gauge is a level
+//! read when asked (`LiveBuffers`: the device buffers alive now), which
+//! [`reset`] leaves alone. Both are read with [`counter`].
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -51,6 +56,21 @@ named!(
 );
 
 named!(
+    /// A level lazyxla reads when asked, never reset.
+    Gauge {
+        LiveBuffers,
+    }
+);
+
+impl Gauge {
+    fn value(self) -> u64 {
+        match self {
+            Gauge::LiveBuffers => crate::backend::live_buffers() as u64,
+        }
+    }
+}
+
+named!(
     /// A span of work lazyxla times (the names are the report's, as in
     /// PyTorch/XLA).
     #[allow(clippy::enum_variant_names)]
@@ -68,8 +88,8 @@ static COUNTS: [AtomicU64; Counter::ALL.len()] = [const { AtomicU64::new(0) }; C
 static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
     [const { [const { AtomicU64::new(0) }; 3] }; Timer::ALL.len()];
 
-/// The value of a counter (0 when it was never incremented, or for a name
-/// that is not a counter).
+/// The value of a counter or gauge (0 when it was never incremented, or
+/// for a name that is neither).
 ///
 /// Counters: `MarkStep`, `UncachedCompile`, `CachedCompile`,
 /// `ExecuteGraph`, `TransferToDevice`, `TransferFromDevice`,
@@ -78,11 +98,24 @@ static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
 /// replay's result moved into a tensor that already existed, without
 /// allocating a new one: the state it updates, a gradient, or a value it
 /// returned last time that the caller has dropped).
+///
+/// Gauge: `LiveBuffers`, how many device buffers (on every backend) are
+/// alive right now: tensors' data, the sizes of dynamic dimensions kept
+/// on the device, and a running program's temporary arguments (on the
+/// reference backend, a compiled program held by the cache also keeps the
+/// sizes of the run that compiled it). A level, not a count of events:
+/// [`reset`] leaves it alone, and it falls when tensors are dropped. A
+/// training loop's level is the same from step to step; growth is a leak
+/// (`benches/soak.rs` checks it).
 pub fn counter(name: &str) -> u64 {
-    Counter::named(name).map_or(0, |c| COUNTS[c as usize].load(Relaxed))
+    match Counter::named(name) {
+        Some(c) => COUNTS[c as usize].load(Relaxed),
+        None => Gauge::named(name).map_or(0, Gauge::value),
+    }
 }
 
-/// Sets every counter and timer back to zero.
+/// Sets every counter and timer back to zero (gauges are levels, and stay
+/// as they are).
 pub fn reset() {
     for c in &COUNTS {
         c.store(0, Relaxed);
@@ -92,7 +125,8 @@ pub fn reset() {
     }
 }
 
-/// A human-readable table of every counter and timer that is not zero:
+/// A human-readable table of every counter and timer that is not zero,
+/// and of every gauge:
 /// `CompileTime`, `TraceTime`, `ExecuteTime` (starting a program: on XLA
 /// it runs on asynchronously) and `DeviceWaitTime` (waiting for the
 /// previous program, see `Device::synchronize`).
@@ -106,6 +140,10 @@ pub fn report() -> String {
     let mut out = String::from("lazyxla metrics\n  counters:\n");
     for (name, v) in counters {
         out.push_str(&format!("    {name:<22} {v}\n"));
+    }
+    out.push_str("  gauges:\n");
+    for &g in Gauge::ALL {
+        out.push_str(&format!("    {:<22} {}\n", g.name(), g.value()));
     }
     let mut timers: Vec<(&str, [u64; 3])> = Timer::ALL
         .iter()

@@ -134,6 +134,58 @@ backend_test! {
 }
 
 backend_test! {
+    fn live_buffers_rise_with_computed_tensors_and_fall_when_they_drop() {
+        let live = || metrics::counter("LiveBuffers");
+        // Twice, checked the second time: on the reference backend the
+        // compiled program (the program itself, held by the compile cache)
+        // keeps the size cell of the run that compiled it, until evicted.
+        for round in 0..2 {
+            let before = live();
+            // Host data is uploaded when a program first needs it.
+            let x = Tensor::from_vec(vec![1.0f32, 0.0, 3.0, 0.0, 5.0], &[5]).unwrap();
+            let y = &x * 2.0;
+            assert_eq!(live(), before, "nothing is on the device before a step");
+            let total = y.sum();
+            // A dynamic result also keeps its size on the device.
+            let picked = x.nonzero();
+            mark_step().unwrap();
+            lazyxla::Device::default().synchronize().unwrap();
+            // x's upload, y, total, and picked with its size at least.
+            let computed = live();
+            assert!(computed >= before + 5, "{before} -> {computed}\n{}", metrics::report());
+            // A level, not an event count: reset leaves it.
+            metrics::reset();
+            assert_eq!(live(), computed);
+            let row = format!("{:<22} {computed}\n", "LiveBuffers");
+            assert!(metrics::report().contains(&row), "{}", metrics::report());
+            assert_eq!(total.item::<f32>().unwrap(), 18.0);
+            assert_eq!(picked.size(0).materialize().unwrap(), 3);
+            drop((y, total));
+            let fewer = live();
+            assert!(fewer <= computed - 2, "{computed} -> {fewer}");
+            drop((x, picked));
+            if round == 1 {
+                assert_eq!(live(), before, "{}", metrics::report());
+            }
+        }
+
+        // Over steps it stays flat: each step's results replace the last.
+        let before = live();
+        let mut w = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
+        let mut levels = Vec::new();
+        for _ in 0..20 {
+            w = (&w * 0.5 + 1.0).relu();
+            mark_step().unwrap();
+            levels.push(live());
+        }
+        assert!(levels[5..].iter().all(|&l| l == levels[5]), "{levels:?}");
+        drop(w);
+        lazyxla::Device::default().synchronize().unwrap();
+        assert_eq!(live(), before, "{}", metrics::report());
+    }
+}
+
+backend_test! {
     fn a_panicking_op_leaves_the_runtime_usable() {
         let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
         let pending = &a * 2.0;

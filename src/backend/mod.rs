@@ -3,39 +3,17 @@
 //! Two implement the small [`Backend`] trait: the embedded reference
 //! interpreter (`reference`) and XLA through a PJRT plugin (`pjrt`).
 
+mod buffer;
 pub mod pjrt;
 pub(crate) mod reference;
+
+pub(crate) use buffer::{live_buffers, DeviceBuffer, Storage};
 
 use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::Result;
 use std::any::Any;
 use std::sync::Arc;
-
-/// A piece of device memory, owned: the device data or size cell holding
-/// it is what tensors share. Owned rather than reference-counted so that
-/// a program's result goes into its tensor with no allocation of its own
-/// (a captured step's replay binds several per step). The backends are a
-/// closed set, so each one's buffer is a variant; a backend given the
-/// other's buffer says so.
-pub(crate) enum DeviceBuffer {
-    /// The reference backend's exact array.
-    Reference(Box<HostArray>),
-    /// A size computed by the reference backend.
-    ReferenceSize(i64),
-    /// A PJRT buffer.
-    Pjrt(pjrt::ffi::Buffer),
-}
-
-impl std::fmt::Debug for DeviceBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceBuffer::Reference(a) => write!(f, "Reference({:?})", a.shape()),
-            DeviceBuffer::ReferenceSize(v) => write!(f, "ReferenceSize({v})"),
-            DeviceBuffer::Pjrt(b) => write!(f, "{b:?}"),
-        }
-    }
-}
 
 /// A compiled program (downcast by its backend).
 pub(crate) type ExecutableRef = Arc<dyn Any + Send + Sync>;

@@ -12,7 +12,7 @@ mod at_exit;
 pub(crate) mod discover;
 mod lower;
 
-use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::ir::program::Program;
@@ -116,8 +116,8 @@ fn record_execution(
         arg_ids: args.iter().map(|b| b.id()).collect(),
         output_ids: outputs
             .iter()
-            .filter_map(|b| match b {
-                Some(DeviceBuffer::Pjrt(b)) => Some(b.id()),
+            .filter_map(|b| match b.as_ref().map(DeviceBuffer::storage) {
+                Some(Storage::Pjrt(b)) => Some(b.id()),
                 _ => None,
             })
             .collect(),
@@ -214,8 +214,8 @@ impl PjrtBackend {
     }
 
     fn buffer<'a>(&self, b: &'a DeviceBuffer, op: &'static str) -> Result<&'a Buffer> {
-        match b {
-            DeviceBuffer::Pjrt(b) => Ok(b),
+        match b.storage() {
+            Storage::Pjrt(b) => Ok(b),
             _ => Err(Error::Backend {
                 backend: self.name.clone(),
                 op,
@@ -234,7 +234,7 @@ impl PjrtBackend {
             .client
             .buffer_from_host(&v.to_ne_bytes(), ElementType::S32, &[], 0)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
-        Ok(DeviceBuffer::Pjrt(b))
+        Ok(DeviceBuffer::new(Storage::Pjrt(b)))
     }
 }
 
@@ -356,7 +356,7 @@ impl Backend for PjrtBackend {
         }
         let (out, done) = pe
             .exe
-            .execute_async_into(&refs, |b| Some(DeviceBuffer::Pjrt(b)))
+            .execute_async_into(&refs, |b| Some(DeviceBuffer::new(Storage::Pjrt(b))))
             .map_err(|e| backend_err(&self.name, "execute", e))?;
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
@@ -420,7 +420,7 @@ impl Backend for PjrtBackend {
             .client
             .buffer_from_host(&data, element_type(host.dtype()), &dims, 0)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
-        Ok(DeviceBuffer::Pjrt(b))
+        Ok(DeviceBuffer::new(Storage::Pjrt(b)))
     }
 
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {

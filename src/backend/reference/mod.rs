@@ -8,7 +8,7 @@
 mod eval;
 mod kernels;
 
-use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::host::HostArray;
 use crate::ir::program::{Program, VarSource};
 use crate::{Error, Result};
@@ -29,14 +29,16 @@ pub(crate) fn err(op: &'static str, message: impl Into<String>) -> Error {
 fn read_size(s: &SizeArg) -> Result<i64> {
     match s {
         SizeArg::Host(v) => Ok(*v),
-        SizeArg::Device(DeviceBuffer::ReferenceSize(v)) => Ok(*v),
-        SizeArg::Device(_) => Err(err("execute", "a size from another backend")),
+        SizeArg::Device(b) => match b.storage() {
+            Storage::ReferenceSize(v) => Ok(*v),
+            _ => Err(err("execute", "a size from another backend")),
+        },
     }
 }
 
 fn array<'a>(b: &'a DeviceBuffer, op: &'static str) -> Result<&'a HostArray> {
-    match b {
-        DeviceBuffer::Reference(a) => Ok(a),
+    match b.storage() {
+        Storage::Reference(a) => Ok(a),
         _ => Err(err(op, "a buffer from another backend")),
     }
 }
@@ -80,10 +82,14 @@ impl Backend for ReferenceBackend {
             let a = values
                 .get(o)
                 .ok_or_else(|| err("execute", "missing output"))?;
-            out.push(Some(DeviceBuffer::Reference(Box::new(a.clone()))));
+            out.push(Some(DeviceBuffer::new(Storage::Reference(Box::new(
+                a.clone(),
+            )))));
             for (d, e) in program.nodes[o].shape.iter().enumerate() {
                 if e.as_const().is_none() {
-                    out.push(Some(DeviceBuffer::ReferenceSize(a.shape()[d] as i64)));
+                    out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(
+                        a.shape()[d] as i64,
+                    ))));
                 }
             }
         }
@@ -92,13 +98,15 @@ impl Backend for ReferenceBackend {
                 VarSource::Dim { node, dim } => values[*node].shape()[*dim] as i64,
                 VarSource::Arg(a) => var_args[*a],
             };
-            out.push(Some(DeviceBuffer::ReferenceSize(v)));
+            out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(v))));
         }
         Ok(ExecOutputs::new(out))
     }
 
     fn upload(&self, host: &HostArray, _bound: &[usize]) -> Result<DeviceBuffer> {
-        Ok(DeviceBuffer::Reference(Box::new(host.clone())))
+        Ok(DeviceBuffer::new(Storage::Reference(Box::new(
+            host.clone(),
+        ))))
     }
 
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {

@@ -1,0 +1,69 @@
+//! [`DeviceBuffer`], and how many are alive.
+
+use super::pjrt;
+use crate::host::HostArray;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// How many [`DeviceBuffer`]s exist right now, on every backend.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many device buffers are alive right now, on every backend: those
+/// that tensors, size cells and programs running hold (the
+/// `LiveBuffers` gauge of `metrics`).
+pub(crate) fn live_buffers() -> usize {
+    LIVE.load(Relaxed)
+}
+
+/// What a [`DeviceBuffer`] holds. The backends are a closed set, so each
+/// one's memory is a variant; a backend given the other's says so.
+pub(crate) enum Storage {
+    /// The reference backend's exact array.
+    Reference(Box<HostArray>),
+    /// A size computed by the reference backend.
+    ReferenceSize(i64),
+    /// A PJRT buffer.
+    Pjrt(pjrt::ffi::Buffer),
+}
+
+/// A piece of device memory, owned: the device data or size cell holding
+/// it is what tensors share. Owned rather than reference-counted so that
+/// a program's result goes into its tensor with no allocation of its own
+/// (a captured step's replay binds several per step).
+///
+/// Counted from [`DeviceBuffer::new`], its only constructor (the field is
+/// private to this module), to its drop: one relaxed atomic each.
+pub(crate) struct DeviceBuffer {
+    storage: Storage,
+}
+
+impl DeviceBuffer {
+    /// A buffer holding `storage`, counted as alive until dropped.
+    #[inline]
+    pub fn new(storage: Storage) -> DeviceBuffer {
+        LIVE.fetch_add(1, Relaxed);
+        DeviceBuffer { storage }
+    }
+
+    /// What the buffer holds.
+    #[inline]
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+}
+
+impl Drop for DeviceBuffer {
+    #[inline]
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Relaxed);
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.storage {
+            Storage::Reference(a) => write!(f, "Reference({:?})", a.shape()),
+            Storage::ReferenceSize(v) => write!(f, "ReferenceSize({v})"),
+            Storage::Pjrt(b) => write!(f, "{b:?}"),
+        }
+    }
+}
