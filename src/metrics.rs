@@ -15,7 +15,7 @@
 //! read when asked (`LiveBuffers`: the device buffers alive now), which
 //! [`reset`] leaves alone. Both are read with [`counter`].
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 macro_rules! named {
@@ -62,12 +62,25 @@ named!(
     }
 );
 
+/// Per gauge, its level.
+static LEVELS: [AtomicI64; Gauge::ALL.len()] = [const { AtomicI64::new(0) }; Gauge::ALL.len()];
+
 impl Gauge {
     fn value(self) -> u64 {
-        match self {
-            Gauge::LiveBuffers => crate::backend::live_buffers() as u64,
-        }
+        LEVELS[self as usize].load(Relaxed).max(0) as u64
     }
+}
+
+/// Raises a gauge by one (a buffer created).
+#[inline]
+pub(crate) fn rise(g: Gauge) {
+    LEVELS[g as usize].fetch_add(1, Relaxed);
+}
+
+/// Lowers a gauge by one (a buffer dropped).
+#[inline]
+pub(crate) fn fall(g: Gauge) {
+    LEVELS[g as usize].fetch_sub(1, Relaxed);
 }
 
 named!(

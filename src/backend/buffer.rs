@@ -1,18 +1,8 @@
-//! [`DeviceBuffer`], and how many are alive.
+//! [`DeviceBuffer`], counted by the `LiveBuffers` gauge of `metrics`.
 
 use super::pjrt;
 use crate::host::HostArray;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// How many [`DeviceBuffer`]s exist right now, on every backend.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// How many device buffers are alive right now, on every backend: those
-/// that tensors, size cells and programs running hold (the
-/// `LiveBuffers` gauge of `metrics`).
-pub(crate) fn live_buffers() -> usize {
-    LIVE.load(Relaxed)
-}
+use crate::metrics::{self, Gauge};
 
 /// What a [`DeviceBuffer`] holds. The backends are a closed set, so each
 /// one's memory is a variant; a backend given the other's says so.
@@ -40,7 +30,7 @@ impl DeviceBuffer {
     /// A buffer holding `storage`, counted as alive until dropped.
     #[inline]
     pub fn new(storage: Storage) -> DeviceBuffer {
-        LIVE.fetch_add(1, Relaxed);
+        metrics::rise(Gauge::LiveBuffers);
         DeviceBuffer { storage }
     }
 
@@ -54,7 +44,7 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     #[inline]
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, Relaxed);
+        metrics::fall(Gauge::LiveBuffers);
     }
 }
 

@@ -7,7 +7,7 @@ mod buffer;
 pub mod pjrt;
 pub(crate) mod reference;
 
-pub(crate) use buffer::{live_buffers, DeviceBuffer, Storage};
+pub(crate) use buffer::{DeviceBuffer, Storage};
 
 use crate::host::HostArray;
 use crate::ir::program::Program;
