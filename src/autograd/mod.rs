@@ -76,7 +76,6 @@ impl Tensor {
                         n.size_deps.clone(),
                         n.dtype,
                         n.shape.clone(),
-                        n.data.clone(),
                         false,
                     ),
                     self.device(),
@@ -120,7 +119,7 @@ impl Tensor {
                     continue;
                 };
                 if let Some(leaf) = &n.grad_leaf {
-                    if let Some(inner) = leaf.upgrade() {
+                    if let Some(inner) = leaf.upgrade::<crate::tensor::TensorInner>() {
                         let t = Tensor::from_inner(inner);
                         let mut slot = t.inner.grad.lock();
                         let total = match slot.take() {

@@ -23,6 +23,7 @@ mod replay;
 use crate::backend::ExecutableRef;
 use crate::device::Device;
 use crate::dtype::DType;
+use crate::ir::leaf::LeafData;
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
 use crate::symint::SizeExpr;
@@ -140,7 +141,7 @@ where
     /// an error every live tensor keeps a valid value.
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
-        if nodes.iter().any(|n| n.data.is_none()) {
+        if nodes.iter().any(|n| n.leaf_data().is_none()) {
             crate::tensor::sync::sync_tensors(inputs)?;
             nodes = inputs.iter().map(Tensor::node).collect();
         }
@@ -243,10 +244,10 @@ impl Signature {
                     }
                 })
                 .collect();
-            let data = n.data.as_ref().map(Arc::as_ptr);
+            let data = n.leaf_data().map(LeafData::ptr);
             let alias = nodes[..k]
                 .iter()
-                .position(|m| m.data.as_ref().map(Arc::as_ptr) == data)
+                .position(|m| m.leaf_data().map(LeafData::ptr) == data)
                 .unwrap_or(k);
             sigs.push(InputSig {
                 dtype: n.dtype,

@@ -9,7 +9,7 @@ use super::{
 use crate::backend::ExecOutputs;
 use crate::ir::Node;
 use crate::metrics;
-use crate::runtime::device_data::DeviceData;
+use crate::runtime::device_data::{self, DeviceData};
 use crate::runtime::sync;
 use crate::tensor::registry;
 use crate::tensor::{next_tensor_id, Tensor};
@@ -43,8 +43,8 @@ where
     let mut before = Vec::new();
     for t in registry::live() {
         let n = t.node();
-        if let Some(d) = &n.data {
-            sources.entry(Arc::as_ptr(d)).or_insert_with(|| {
+        if let Some(d) = device_data::of(&n) {
+            sources.entry(d as *const DeviceData).or_insert_with(|| {
                 (
                     ParamSource::State(Arc::downgrade(&t.inner)),
                     Some(StateGuard::of(&n)),
@@ -54,11 +54,11 @@ where
         let grad = t.grad();
         if let Some(g) = &grad {
             let gn = g.node();
-            if let Some(d) = &gn.data {
+            if let Some(d) = device_data::of(&gn) {
                 // The gradient tensor itself is replaced by replays; its
                 // owner is what stays.
                 sources.insert(
-                    Arc::as_ptr(d),
+                    d as *const DeviceData,
                     (
                         ParamSource::GradOf(Arc::downgrade(&t.inner)),
                         Some(StateGuard::of(&gn)),
@@ -68,13 +68,13 @@ where
         }
         before.push(Before {
             tensor: Arc::downgrade(&t.inner),
-            data: n.data.clone(),
+            data: device_data::shared(&n),
             grad: grad.map(|g| g.id()),
         });
     }
     for (k, t) in inputs.iter().enumerate().rev() {
-        if let Some(d) = &t.node().data {
-            sources.insert(Arc::as_ptr(d), (ParamSource::Input(k), None));
+        if let Some(d) = device_data::of(&t.node()) {
+            sources.insert(d as *const DeviceData, (ParamSource::Input(k), None));
         }
     }
 
@@ -112,8 +112,8 @@ where
             grads_after.push((i, grad));
         }
         let n = t.node();
-        let data = |d: &Option<Arc<DeviceData>>| d.as_ref().map(Arc::as_ptr);
-        if n.data.is_some() && data(&n.data) != data(&b.data) {
+        let now = device_data::of(&n).map(|d| d as *const DeviceData);
+        if now.is_some() && now != b.data.as_ref().map(Arc::as_ptr) {
             return Err(Error::invalid(
                 "capture",
                 format!(

@@ -5,7 +5,7 @@ use super::{DimTemplate, Kept, ParamSource, Returned, Variant};
 use crate::backend::{ExecArgs, ExecOutputs, SizeArg};
 use crate::ir::Node;
 use crate::metrics;
-use crate::runtime::device_data::DeviceData;
+use crate::runtime::device_data::{self, DeviceData};
 use crate::runtime::sync::{self, SpareCells};
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
@@ -154,10 +154,9 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 if !admits(n) {
                     return Ok(Gathered::Stale);
                 }
-                let d = n.data.as_ref();
                 data.push(
-                    d.ok_or_else(|| Error::internal("capture", "an input without data"))?
-                        .clone(),
+                    device_data::shared(n)
+                        .ok_or_else(|| Error::internal("capture", "an input without data"))?,
                 );
                 continue;
             }
@@ -170,7 +169,7 @@ fn gather(v: &Variant, nodes: &[Arc<Node>]) -> Result<Gathered> {
                 None => return Ok(Gathered::Stale),
             },
         };
-        match holder.with_node(|n| admits(n).then(|| n.data.clone())) {
+        match holder.with_node(|n| admits(n).then(|| device_data::shared(n))) {
             None => return Ok(Gathered::Stale),
             Some(Some(d)) => data.push(d),
             Some(None) => pending.push(holder),
@@ -328,9 +327,7 @@ impl Results<'_> {
 
 /// The size of dimension `dim` of a computed input, as a program argument.
 fn input_size(node: &Node, dim: usize) -> Result<SizeArg<'_>> {
-    let cell = node
-        .data
-        .as_ref()
+    let cell = device_data::of(node)
         .and_then(|d| d.sizes.get(dim)?.as_ref())
         .ok_or_else(|| Error::internal("capture", "a dynamic input without its size"))?;
     Ok(cell.as_arg())

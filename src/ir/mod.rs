@@ -1,6 +1,7 @@
 //! The lazy IR: nodes, the closed op set, shape inference and the printer.
 
 pub(crate) mod infer;
+pub(crate) mod leaf;
 pub(crate) mod node;
 pub mod op;
 pub(crate) mod print;

@@ -1,14 +1,13 @@
 //! Graph nodes: an op applied to input nodes, typed by dtype and shape.
 
+use super::leaf::{LeafData, LeafTensor};
 use super::op::Op;
 use crate::dtype::DType;
-use crate::runtime::device_data::DeviceData;
 use crate::symint::{Shape, SizeExpr};
-use crate::tensor::TensorInner;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
 
@@ -34,13 +33,11 @@ pub struct Node {
     pub(crate) size_deps: SmallVec<[Arc<Node>; 1]>,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
-    /// The device data of an `Op::Data` leaf.
-    pub(crate) data: Option<Arc<DeviceData>>,
     /// True when a gradient must flow through this node.
     pub(crate) requires_grad: bool,
     /// Set on the node standing for a leaf tensor that requires grad:
     /// backward accumulates into that tensor here and goes no further.
-    pub(crate) grad_leaf: Option<Weak<TensorInner>>,
+    pub(crate) grad_leaf: Option<LeafTensor>,
 }
 
 impl Node {
@@ -50,7 +47,6 @@ impl Node {
         size_deps: SmallVec<[Arc<Node>; 1]>,
         dtype: DType,
         shape: Shape,
-        data: Option<Arc<DeviceData>>,
         requires_grad: bool,
     ) -> Arc<Node> {
         LIVE_NODES.fetch_add(1, Ordering::Relaxed);
@@ -60,14 +56,13 @@ impl Node {
             size_deps,
             dtype,
             shape,
-            data,
             requires_grad,
             grad_leaf: None,
         })
     }
 
     /// A copy of this node marked as the gradient leaf of `leaf`.
-    pub(crate) fn leaf_copy(&self, leaf: Weak<TensorInner>) -> Arc<Node> {
+    pub(crate) fn leaf_copy(&self, leaf: LeafTensor) -> Arc<Node> {
         LIVE_NODES.fetch_add(1, Ordering::Relaxed);
         Arc::new(Node {
             op: self.op.clone(),
@@ -75,17 +70,22 @@ impl Node {
             size_deps: self.size_deps.clone(),
             dtype: self.dtype,
             shape: self.shape.clone(),
-            data: self.data.clone(),
             requires_grad: true,
             grad_leaf: Some(leaf),
         })
     }
 
     /// True when this node is the gradient leaf of `t`.
-    pub(crate) fn is_leaf_of(&self, t: &Arc<TensorInner>) -> bool {
-        self.grad_leaf
-            .as_ref()
-            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(t)))
+    pub(crate) fn is_leaf_of<T>(&self, t: &Arc<T>) -> bool {
+        self.grad_leaf.as_ref().is_some_and(|l| l.is(t))
+    }
+
+    /// The data of a data leaf.
+    pub(crate) fn leaf_data(&self) -> Option<&LeafData> {
+        match &self.op {
+            Op::Data { data, .. } => Some(data),
+            _ => None,
+        }
     }
 
     /// True when any dimension is data-dependent.

@@ -7,6 +7,7 @@
 //! until all four handle it. User-level ops that cost nothing extra as
 //! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
 
+use super::leaf::LeafData;
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
 use std::hash::{Hash, Hasher};
@@ -104,12 +105,14 @@ pub enum ArgKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     // ----- leaves -----
-    /// Device data held by the node; a program parameter. No operands.
+    /// Data held by the leaf; a program parameter. No operands.
     /// Its shape is the node's: it comes with the data, not from an
     /// operation (and a captured step's replay writes it once).
     Data {
         /// Element type of the data.
         dtype: DType,
+        /// The data (not part of the op's identity, see [`LeafData`]).
+        data: LeafData,
     },
     /// A scalar constant inlined into the program. No operands.
     Scalar {

@@ -3,6 +3,7 @@
 use super::device_data::DeviceData;
 use super::size_cell::SizeCell;
 use crate::backend::ExecArgs;
+use crate::ir::leaf::LeafData;
 use crate::ir::node::topo_order_indexed;
 use crate::ir::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use crate::ir::{Node, Op};
@@ -69,7 +70,15 @@ impl Traced<'_> {
             .order
             .iter()
             .map(|n| PNode {
-                op: n.op.clone(),
+                // A program holds no data: a cache entry must not keep
+                // device memory alive; data come as arguments.
+                op: match &n.op {
+                    Op::Data { dtype, .. } => Op::Data {
+                        dtype: *dtype,
+                        data: LeafData::detached(),
+                    },
+                    op => op.clone(),
+                },
                 inputs: self.input_indices(n).collect(),
                 dtype: n.dtype,
                 shape: n.shape.clone(),
@@ -159,12 +168,11 @@ pub(crate) fn trace<'a>(
                 need(&v, &defined, &mut vars)?;
             }
         }
-        if let Op::Data { .. } = n.op {
-            let data: &Arc<DeviceData> = n
-                .data
-                .as_ref()
-                .ok_or_else(|| Error::internal("trace", "a data node without data"))?;
-            param_data.push(data.clone());
+        if let Op::Data { data, .. } = &n.op {
+            let data: Arc<DeviceData> = data
+                .shared()
+                .ok_or_else(|| Error::internal("trace", "a data leaf without device data"))?;
+            param_data.push(data);
             params.push(i);
         }
         for (d, e) in n.shape.iter().enumerate() {

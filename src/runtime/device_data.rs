@@ -132,3 +132,21 @@ impl DeviceData {
         }
     }
 }
+
+/// The device data of a data leaf (`None` for any other node).
+pub(crate) fn of(node: &crate::ir::Node) -> Option<&DeviceData> {
+    node.leaf_data()?.get()
+}
+
+/// A shared handle of a data leaf's device data.
+pub(crate) fn shared(node: &crate::ir::Node) -> Option<Arc<DeviceData>> {
+    node.leaf_data()?.shared()
+}
+
+/// A data leaf's op holding `data`.
+pub(crate) fn leaf_op(dtype: crate::DType, data: DeviceData) -> crate::ir::Op {
+    crate::ir::Op::Data {
+        dtype,
+        data: crate::ir::leaf::LeafData::new(Arc::new(data)),
+    }
+}

@@ -78,5 +78,5 @@ fn anchor_device(anchors: &[Arc<Node>]) -> Option<Device> {
     let order = crate::ir::node::topo_order(anchors, |_| false);
     order
         .iter()
-        .find_map(|m| m.data.as_ref().map(|d| d.device.clone()))
+        .find_map(|m| super::device_data::of(m).map(|d| d.device.clone()))
 }

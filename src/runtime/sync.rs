@@ -7,7 +7,7 @@ use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
 use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
 use crate::device::Device;
-use crate::ir::{Node, Op};
+use crate::ir::Node;
 use crate::metrics;
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::Result;
@@ -180,12 +180,11 @@ pub(crate) fn data_node(
 ) -> Arc<Node> {
     let data = DeviceData::on_device(device.clone(), buffer, cells);
     Node::new(
-        Op::Data { dtype },
+        super::device_data::leaf_op(dtype, data),
         SmallVec::new(),
         SmallVec::new(),
         dtype,
         shape,
-        Some(Arc::new(data)),
         false,
     )
 }

@@ -72,12 +72,11 @@ impl Tensor {
     /// A tensor backed by device data.
     pub(crate) fn data(device: &Device, dtype: DType, shape: Shape, data: DeviceData) -> Tensor {
         let node = Node::new(
-            Op::Data { dtype },
+            crate::runtime::device_data::leaf_op(dtype, data),
             SmallVec::new(),
             SmallVec::new(),
             dtype,
             shape,
-            Some(Arc::new(data)),
             false,
         );
         Tensor::from_node(node, device)

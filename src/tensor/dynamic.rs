@@ -151,7 +151,7 @@ impl Tensor {
                 bound: upper_bound,
             });
         }
-        let host = match self.node().data.as_ref().and_then(|data| data.host_copy()) {
+        let host = match crate::runtime::device_data::of(&self.node()).and_then(|d| d.host_copy()) {
             Some(h) => h,
             None => Arc::new(self.to_host()?),
         };

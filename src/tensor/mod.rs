@@ -133,7 +133,8 @@ impl Tensor {
             && grad_mode::grad_enabled()
             && !n.is_leaf_of(&self.inner)
         {
-            *n = n.leaf_copy(Arc::downgrade(&self.inner));
+            let leaf: std::sync::Weak<TensorInner> = Arc::downgrade(&self.inner);
+            *n = n.leaf_copy(crate::ir::leaf::LeafTensor::new(leaf));
         }
         n.clone()
     }
@@ -183,15 +184,14 @@ impl Tensor {
         }
         // Only a data leaf takes a result.
         let Node {
-            op: Op::Data { .. },
+            op: Op::Data { data, .. },
             shape,
-            data: Some(data),
             ..
         } = node
         else {
             return Ok(false);
         };
-        let Some(data) = Arc::get_mut(data) else {
+        let Some(data) = data.get_mut::<DeviceData>() else {
             return Ok(false);
         };
         write(&mut DataLeafMut { shape, data })?;
@@ -341,15 +341,7 @@ pub(crate) fn record(
     // Only float results carry gradients: indices, masks and sizes do not.
     let requires_grad =
         grad_mode::grad_enabled() && dtype.is_float() && nodes.iter().any(|n| n.requires_grad);
-    Ok(Node::new(
-        op,
-        nodes,
-        size_deps,
-        dtype,
-        shape,
-        None,
-        requires_grad,
-    ))
+    Ok(Node::new(op, nodes, size_deps, dtype, shape, requires_grad))
 }
 
 /// A user-facing size for dimension expression `e` of `node`, anchored to

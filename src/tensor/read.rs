@@ -19,9 +19,7 @@ impl Tensor {
             sync::sync_tensors(std::slice::from_ref(self))?;
         }
         let node = self.node();
-        let data = node
-            .data
-            .as_ref()
+        let data = crate::runtime::device_data::of(&node)
             .ok_or_else(|| Error::internal("read", "a computed tensor without data"))?;
         if let Some(h) = data.host_copy() {
             return Ok((*h).clone());
