@@ -48,9 +48,8 @@ pub use error::{Error, Result};
 pub use host::Element;
 pub use tensor::no_grad;
 
-pub use symint::SymInt;
 pub use tensor::sync::mark_step;
-pub use tensor::{DimIndex, Tensor};
+pub use tensor::{DimIndex, SymInt, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.
 pub mod debug {

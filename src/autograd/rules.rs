@@ -6,8 +6,9 @@
 //! lazy ops like any other and every backend runs them.
 
 use crate::ir::{BinaryOp, Op, ReduceKind, UnaryOp};
-use crate::symint::{Shape, SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
+use crate::SymInt;
 
 /// The gradient of each operand of `op`, given the operands `x`, the
 /// node's own value `out` and the gradient `g` of `out`.

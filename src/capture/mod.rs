@@ -26,7 +26,6 @@ use crate::dtype::DType;
 use crate::ir::leaf::LeafData;
 use crate::ir::Node;
 use crate::runtime::device_data::DeviceData;
-use crate::symint::SizeExpr;
 use crate::tensor::{Tensor, TensorInner};
 use crate::Result;
 use smallvec::SmallVec;
@@ -297,11 +296,6 @@ struct Kept {
     /// the variant that ran last keeps any, so a step holds at most one
     /// call's returned values, as a caller holding them would.
     returned: Vec<Option<Tensor>>,
-    /// The size variables of the replay before the last, which its
-    /// results no longer use: the next replay renews those nobody else
-    /// holds for its fresh sizes (`SizeExpr::renew_var`), at most one per
-    /// fresh size.
-    sizes: SmallVec<[SizeExpr; 2]>,
 }
 
 impl Variant {

@@ -6,7 +6,7 @@ use crate::backend::{ExecArgs, ExecOutputs, SizeArg};
 use crate::ir::Node;
 use crate::metrics;
 use crate::runtime::device_data::{self, DeviceData};
-use crate::runtime::sync::{self, SpareCells};
+use crate::runtime::sync;
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::tensor::DataLeafMut;
 use crate::tensor::Tensor;
@@ -70,23 +70,17 @@ pub(super) fn replay(
     // keeps what the running program reads alive on its own.)
     drop(data);
     metrics::inc(metrics::Counter::StepReplay);
-    let mut spare_cells = SpareCells::new();
-    let mut fresh = SmallVec::with_capacity(v.fresh.len());
-    for &(lo, hi) in &v.fresh {
-        match kept.sizes.pop().and_then(|e| e.renew_var(lo, hi)) {
-            Some((e, cell)) => {
-                fresh.push(e);
-                spare_cells.extend(cell);
-            }
-            None => fresh.push(SizeExpr::var(VarRef::fresh(lo, hi))),
-        }
-    }
+    // A caller may still hold the last replay's sizes: each replay names
+    // its computed sizes with new variables.
+    let fresh = v
+        .fresh
+        .iter()
+        .map(|&(lo, hi)| SizeExpr::var(VarRef::fresh(lo, hi)))
+        .collect();
     let mut results = Results {
         v,
         inputs: nodes,
         fresh,
-        released: SmallVec::new(),
-        spare_cells,
         outputs: out,
         nodes: SmallVec::new(),
         moved: 0,
@@ -120,7 +114,6 @@ pub(super) fn replay(
     }
     let out = returned(v, &mut kept.returned, inputs, Some(&mut results))?;
     metrics::add(metrics::Counter::InPlaceResult, results.moved);
-    kept.sizes = results.released;
     Ok(Some(out))
 }
 
@@ -228,11 +221,6 @@ struct Results<'a> {
     inputs: &'a [Arc<Node>],
     /// This replay's sizes for the variables the program computes.
     fresh: SmallVec<[SizeExpr; 2]>,
-    /// The sizes results written in place no longer use (see
-    /// [`Kept::sizes`]).
-    released: SmallVec<[SizeExpr; 2]>,
-    /// The renewed variables' old cells, for this replay's sizes.
-    spare_cells: SpareCells,
     outputs: ExecOutputs,
     /// Empty until the first result is wrapped in a node.
     nodes: SmallVec<[Option<Arc<Node>>; 8]>,
@@ -276,26 +264,12 @@ impl Results<'_> {
             }
             let e = self.size(dim);
             let size = self.outputs.take(next)?;
-            let cell = sync::size_cell(&self.v.device, &e, size, &mut self.spare_cells);
+            let cell = sync::size_cell(&self.v.device, &e, size);
             next += 1;
-            if let Some(old) = leaf.set_size(d, e, cell) {
-                self.release(old);
-            }
+            leaf.set_size(d, e, cell);
         }
         leaf.set_buffer(self.outputs.take(template.at)?);
         Ok(())
-    }
-
-    /// Keeps `old`, a size a result no longer has, for the next replay to
-    /// renew: a variable, once, and no more than it has fresh sizes.
-    fn release(&mut self, old: SizeExpr) {
-        let kept = &self.released;
-        if old.as_var().is_some()
-            && kept.len() < self.v.fresh.len()
-            && !kept.iter().any(|k| k.same(&old))
-        {
-            self.released.push(old);
-        }
     }
 
     /// Result `i` as a data node, its sizes named by the template.

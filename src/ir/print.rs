@@ -19,23 +19,18 @@
 use super::op::{Lit, Op};
 use crate::dtype::DType;
 use crate::ir::program::Program;
+use crate::symint::var::Renumbering;
 use crate::symint::{SizeExpr, VarRef};
 use std::fmt::Write;
 
+/// Variable names: `s<k>`, numbered by first appearance as in the key.
 struct Names {
-    vars: Vec<u64>,
+    vars: Renumbering,
 }
 
 impl Names {
     fn var(&mut self, v: &VarRef) -> String {
-        let i = match self.vars.iter().position(|&id| id == v.0.id) {
-            Some(i) => i,
-            None => {
-                self.vars.push(v.0.id);
-                self.vars.len() - 1
-            }
-        };
-        format!("s{i}")
+        format!("s{}", self.vars.number(v))
     }
 
     fn expr(&mut self, e: &SizeExpr) -> String {
@@ -115,7 +110,9 @@ fn attrs(op: &Op, names: &mut Names) -> String {
 
 /// Prints a canonical program.
 pub(crate) fn print_program(p: &Program) -> String {
-    let mut names = Names { vars: Vec::new() };
+    let mut names = Names {
+        vars: Renumbering::default(),
+    };
     let mut out = String::new();
     // Scalars are printed inline where used, so they take no name.
     let mut name: Vec<String> = Vec::with_capacity(p.nodes.len());
@@ -157,7 +154,7 @@ pub(crate) fn print_program(p: &Program) -> String {
         }
         // Zone markers: a variable first seen at this node starts a zone;
         // dynamic operands with a static result end one.
-        let new_vars: Vec<u64> = names.vars[known_before..].to_vec();
+        let new_vars: Vec<u64> = names.vars.since(known_before).to_vec();
         let introduces = !new_vars.is_empty();
         let dynamic_in = n
             .inputs

@@ -8,6 +8,7 @@
 
 use super::Op;
 use crate::dtype::DType;
+use crate::symint::var::{Renumbering, VAR_TAG};
 use crate::symint::{Shape, VarRef};
 use std::hash::{Hash, Hasher};
 
@@ -53,15 +54,40 @@ pub(crate) struct Program {
 }
 
 /// Collects the bytes that `Hash` writes, so the key is an exact encoding
-/// rather than a digest that could collide.
-pub(crate) struct KeyWriter(pub Vec<u8>);
+/// rather than a digest that could collide. Size variables are written as
+/// their number of first appearance (see `VarRef`'s `Hash`), never their
+/// process-wide id: a key holds no identities.
+pub(crate) struct KeyWriter {
+    /// The key so far.
+    pub bytes: Vec<u8>,
+    vars: Renumbering,
+}
+
+impl KeyWriter {
+    /// An empty key with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> KeyWriter {
+        KeyWriter {
+            bytes: Vec::with_capacity(capacity),
+            vars: Renumbering::default(),
+        }
+    }
+}
 
 impl Hasher for KeyWriter {
     fn finish(&self) -> u64 {
         0
     }
     fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes)
+        self.bytes.extend_from_slice(bytes)
+    }
+    fn write_i128(&mut self, v: i128) {
+        if v & VAR_TAG == VAR_TAG {
+            let id = (v & !VAR_TAG) as u64;
+            let n = self.vars.number_id(id) as u64;
+            self.bytes.extend_from_slice(&n.to_ne_bytes());
+        } else {
+            self.bytes.extend_from_slice(&v.to_ne_bytes());
+        }
     }
 }
 
@@ -71,11 +97,9 @@ impl Program {
     /// builds a `Program`; this is the definition it must match.
     #[cfg(test)]
     pub fn key(&self) -> Vec<u8> {
-        crate::symint::var::with_relative_numbering(|| {
-            let mut w = KeyWriter(Vec::with_capacity(64 * self.nodes.len()));
-            self.hash(&mut w);
-            w.0
-        })
+        let mut w = KeyWriter::with_capacity(64 * self.nodes.len());
+        self.hash(&mut w);
+        w.bytes
     }
 
     /// The position of each variable in `vars`, by variable id.

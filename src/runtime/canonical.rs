@@ -7,7 +7,6 @@ use crate::ir::leaf::LeafData;
 use crate::ir::node::topo_order_indexed;
 use crate::ir::program::{KeyWriter, PNode, Program, VarInfo, VarSource};
 use crate::ir::{Node, Op};
-use crate::symint::var::with_relative_numbering;
 use crate::symint::VarRef;
 use crate::{Error, Result};
 use rustc_hash::FxHashMap;
@@ -97,24 +96,22 @@ impl Traced<'_> {
     /// from the graph (`Program` derives `Hash` over these fields in this
     /// order; `program_key_matches_the_program` checks it).
     fn compute_key(&mut self) {
-        let mut w = KeyWriter(Vec::with_capacity(48 * self.order.len()));
-        with_relative_numbering(|| {
-            self.order.len().hash(&mut w);
-            let mut inputs: Vec<usize> = Vec::with_capacity(4);
-            for n in &self.order {
-                n.op.hash(&mut w);
-                inputs.clear();
-                inputs.extend(self.input_indices(n));
-                inputs.hash(&mut w);
-                n.dtype.hash(&mut w);
-                n.shape.hash(&mut w);
-            }
-            self.params.hash(&mut w);
-            self.vars.hash(&mut w);
-            self.outputs.hash(&mut w);
-            self.size_outputs.hash(&mut w);
-        });
-        self.key = w.0;
+        let mut w = KeyWriter::with_capacity(48 * self.order.len());
+        self.order.len().hash(&mut w);
+        let mut inputs: Vec<usize> = Vec::with_capacity(4);
+        for n in &self.order {
+            n.op.hash(&mut w);
+            inputs.clear();
+            inputs.extend(self.input_indices(n));
+            inputs.hash(&mut w);
+            n.dtype.hash(&mut w);
+            n.shape.hash(&mut w);
+        }
+        self.params.hash(&mut w);
+        self.vars.hash(&mut w);
+        self.outputs.hash(&mut w);
+        self.size_outputs.hash(&mut w);
+        self.key = w.bytes;
     }
 }
 
@@ -142,7 +139,7 @@ pub(crate) fn trace<'a>(
             let source = match defined.get(&v.0.id) {
                 Some(s) => s.clone(),
                 None => {
-                    let cell = v.0.cell.get().ok_or_else(|| {
+                    let cell = super::size_values::cell(v).ok_or_else(|| {
                         Error::internal(
                             "trace",
                             format!(
@@ -151,7 +148,7 @@ pub(crate) fn trace<'a>(
                             ),
                         )
                     })?;
-                    var_args.push(cell.clone());
+                    var_args.push(cell);
                     VarSource::Arg(var_args.len() - 1)
                 }
             };

@@ -8,4 +8,5 @@ pub(crate) mod canonical;
 pub(crate) mod device_data;
 pub(crate) mod materialize;
 pub(crate) mod size_cell;
+pub(crate) mod size_values;
 pub(crate) mod sync;

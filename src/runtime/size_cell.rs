@@ -37,16 +37,6 @@ impl SizeCell {
         }
     }
 
-    /// Holds `buffer`, a size computed on `device`, in place of its
-    /// value (a cell nobody else holds, reused by a captured step).
-    pub fn refill(&mut self, buffer: DeviceBuffer, device: &Device) {
-        match &mut self.device {
-            Some((b, d)) if d.same(device) => *b = buffer,
-            slot => *slot = Some((buffer, device.clone())),
-        }
-        *self.host.get_mut() = None;
-    }
-
     /// How the size is passed to a program: its host value if known, else
     /// its device buffer.
     pub fn as_arg(&self) -> SizeArg<'_> {

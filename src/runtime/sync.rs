@@ -5,6 +5,7 @@ use super::cache;
 use super::canonical::trace;
 use super::device_data::{DeviceData, SizeCells};
 use super::size_cell::SizeCell;
+use super::size_values;
 use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
 use crate::device::Device;
 use crate::ir::Node;
@@ -96,7 +97,7 @@ pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarR
     // The size outputs follow the results, and no result was asked for.
     let first = ran.outputs.len().saturating_sub(vars.len());
     for (i, v) in vars.iter().enumerate() {
-        bind(v, cell(device, ran.outputs.take(first + i)?));
+        size_values::bind(v, cell(device, ran.outputs.take(first + i)?));
     }
     Ok(())
 }
@@ -104,10 +105,6 @@ pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarR
 /// The cell of a size a program computed into `b`.
 pub(crate) fn cell(device: &Device, b: DeviceBuffer) -> Arc<SizeCell> {
     Arc::new(SizeCell::on_device(b, device.clone()))
-}
-
-pub(crate) fn bind(v: &VarRef, c: Arc<SizeCell>) {
-    let _ = v.0.cell.set(c);
 }
 
 /// The size cells of a program's result of `shape` whose buffer is output
@@ -126,47 +123,24 @@ pub(crate) fn size_cells(
             cells.push(None);
             continue;
         }
-        cells.push(Some(size_cell(
-            device,
-            d,
-            outputs.take(next)?,
-            &mut SpareCells::new(),
-        )));
+        cells.push(Some(size_cell(device, d, outputs.take(next)?)));
         next += 1;
     }
     Ok(cells)
 }
 
-/// Cells a captured step's replay may reuse (see [`size_cell`]).
-pub(crate) type SpareCells = SmallVec<[Arc<SizeCell>; 2]>;
-
 /// The cell of a result's dynamic dimension of size `dim`, from its size
 /// output. A size that is a variable shares the variable's cell: the
 /// first result to name the variable binds it, and the size outputs of
-/// later ones repeat its value and are released. A new cell is one of
-/// `spare` that nobody else holds, when there is one.
-pub(crate) fn size_cell(
-    device: &Device,
-    dim: &SizeExpr,
-    size: DeviceBuffer,
-    spare: &mut SpareCells,
-) -> Arc<SizeCell> {
-    let var = dim.as_var();
-    if let Some(c) = var.and_then(|v| v.0.cell.get()) {
-        return c.clone();
-    }
-    let mut reused = spare.pop();
-    let c = match reused.as_mut().and_then(Arc::get_mut) {
-        Some(c) => {
-            c.refill(size, device);
-            reused.expect("a spare cell")
-        }
+/// later ones repeat its value and are released.
+pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: DeviceBuffer) -> Arc<SizeCell> {
+    match dim.as_var() {
+        Some(v) => match size_values::cell(v) {
+            Some(c) => c,
+            None => size_values::bind(v, cell(device, size)),
+        },
         None => cell(device, size),
-    };
-    if let Some(v) = var {
-        bind(v, c.clone());
     }
-    c
 }
 
 /// A data leaf holding a program's result of type `dtype` and `shape`,

@@ -114,42 +114,6 @@ impl SizeExpr {
         })
     }
 
-    /// A fresh variable with bounds `[lo, hi]` made from `self`'s memory
-    /// when `self` is a variable nothing else refers to any more (neither
-    /// the expression nor its variable), with the cell of the old
-    /// variable's value; else `None`.
-    ///
-    /// A captured step names the sizes each replay computes with fresh
-    /// variables; renewing those of the replay before saves allocating
-    /// and freeing them every step. Nothing can tell the difference: a
-    /// variable is its identity, and nobody holds the old one.
-    pub fn renew_var(
-        mut self,
-        lo: i64,
-        hi: i64,
-    ) -> Option<(SizeExpr, Option<Arc<crate::runtime::size_cell::SizeCell>>)> {
-        if lo >= hi {
-            // `var` folds these to a constant.
-            return None;
-        }
-        let SizeExpr::Linear(l) = &mut self else {
-            return None;
-        };
-        let l = Arc::get_mut(l)?;
-        let [(atom, 1)] = &mut l.terms[..] else {
-            return None;
-        };
-        let AtomOp::Var(v) = &mut atom.op else {
-            return None;
-        };
-        if l.constant != 0 {
-            return None;
-        }
-        let cell = v.renew(lo, hi)?;
-        (atom.lo, atom.hi, l.lo, l.hi) = (lo, hi, lo, hi);
-        Some((self, cell))
-    }
-
     fn atom(a: Atom) -> SizeExpr {
         if a.lo == a.hi {
             // An atom whose bounds meet is a constant (e.g. `min(x, 0)` for
@@ -157,16 +121,6 @@ impl SizeExpr {
             return SizeExpr::constant(a.lo);
         }
         SizeExpr::build(0, smallvec::smallvec![(a, 1)])
-    }
-
-    /// True when both are the same constant or the same shared
-    /// expression (no comparison of their forms).
-    pub fn same(&self, other: &SizeExpr) -> bool {
-        match (self, other) {
-            (SizeExpr::Const(a), SizeExpr::Const(b)) => a == b,
-            (SizeExpr::Linear(a), SizeExpr::Linear(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
     }
 
     /// The smallest possible value.

@@ -1,6 +1,5 @@
 //! Dimension variables: the unknowns that dynamic sizes are made of.
 
-use crate::runtime::size_cell::SizeCell;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -13,8 +12,8 @@ static NEXT_VAR: AtomicU64 = AtomicU64::new(0);
 ///
 /// Invariant: every graph node whose shape mentions a variable has the node
 /// that defines it among its transitive inputs, or the variable is already
-/// bound to a computed size (`cell`), so any program that needs the value
-/// can compute it or receive it as an argument.
+/// bound to a computed size (`runtime::size_values`), so any program that
+/// needs the value can compute it or receive it as an argument.
 #[derive(Debug)]
 pub(crate) struct DimVar {
     /// Unique per process; identity of the variable.
@@ -23,9 +22,24 @@ pub(crate) struct DimVar {
     pub lo: i64,
     /// Largest possible value (the bound).
     pub hi: i64,
-    /// The computed size, once a program has produced it (on the device,
-    /// read to the host lazily).
-    pub cell: OnceLock<Arc<SizeCell>>,
+}
+
+/// Told the id of every variable dropped from now on (the runtime, which
+/// keeps computed sizes in a table keyed by variable, forgets its value).
+static ON_DROP: OnceLock<fn(u64)> = OnceLock::new();
+
+/// Sets the function told of dropped variables (once; later calls are
+/// ignored).
+pub(crate) fn on_drop(f: fn(u64)) {
+    let _ = ON_DROP.set(f);
+}
+
+impl Drop for DimVar {
+    fn drop(&mut self) {
+        if let Some(f) = ON_DROP.get() {
+            f(self.id);
+        }
+    }
 }
 
 /// A shared handle to a [`DimVar`], compared and hashed by identity.
@@ -40,28 +54,7 @@ impl VarRef {
             id: NEXT_VAR.fetch_add(1, AtomicOrdering::Relaxed),
             lo,
             hi,
-            cell: OnceLock::new(),
         }))
-    }
-
-    /// Makes this variable a fresh one with bounds `[lo, hi]` (a new
-    /// identity, no value), reusing its memory, when nothing else refers
-    /// to it; else `None`. Returns the cell of its old value, if it had
-    /// one.
-    pub fn renew(&mut self, lo: i64, hi: i64) -> Option<Option<Arc<SizeCell>>> {
-        debug_assert!(lo <= hi);
-        let var = Arc::get_mut(&mut self.0)?;
-        var.id = NEXT_VAR.fetch_add(1, AtomicOrdering::Relaxed);
-        var.lo = lo;
-        var.hi = hi;
-        Some(var.cell.take())
-    }
-
-    /// A fresh variable whose value is already known on the host.
-    pub fn known(lo: i64, hi: i64, value: i64) -> VarRef {
-        let v = VarRef::fresh(lo, hi);
-        let _ = v.0.cell.set(Arc::new(SizeCell::host(value)));
-        v
     }
 }
 
@@ -82,43 +75,54 @@ impl Ord for VarRef {
     }
 }
 
-thread_local! {
-    /// While set, variables hash as their position of first appearance
-    /// instead of their process-wide id, so that two traces of the same
-    /// program with fresh variables give the same cache key.
-    static NUMBERING: std::cell::RefCell<Option<Vec<u64>>> = const { std::cell::RefCell::new(None) };
+/// Numbers variables by first appearance: the printer's `s0, s1, ..` and
+/// the cache key's variable numbers, so that two traces of the same
+/// program with fresh variables print and key alike.
+#[derive(Default)]
+pub(crate) struct Renumbering {
+    seen: Vec<u64>,
 }
 
-/// Runs `f` with variables hashed by relative position (see [`NUMBERING`]).
-pub(crate) fn with_relative_numbering<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            NUMBERING.with(|n| *n.borrow_mut() = None);
+impl Renumbering {
+    /// `v`'s number: its position among the variables seen so far.
+    pub fn number(&mut self, v: &VarRef) -> usize {
+        self.number_id(v.0.id)
+    }
+
+    /// How many variables have a number.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// The process-wide ids of the variables numbered from `from` on.
+    pub fn since(&self, from: usize) -> &[u64] {
+        &self.seen[from..]
+    }
+
+    /// The number of the variable with process-wide id `id`.
+    pub fn number_id(&mut self, id: u64) -> usize {
+        match self.seen.iter().position(|&s| s == id) {
+            Some(p) => p,
+            None => {
+                self.seen.push(id);
+                self.seen.len() - 1
+            }
         }
     }
-    NUMBERING.with(|n| *n.borrow_mut() = Some(Vec::new()));
-    let _reset = Reset;
-    f()
 }
 
+/// The tag in the top bits of a variable's `write_i128`: no other value in
+/// a program hashes an `i128`, so a key writer (`ir::program::KeyWriter`)
+/// recognises variables and writes their [`Renumbering`] instead of their
+/// process-wide id.
+pub(crate) const VAR_TAG: i128 = 0x5641_5200 << 96;
+
 impl Hash for VarRef {
+    /// The identity (as `Eq`) and bounds. The identity goes through
+    /// `write_i128` with [`VAR_TAG`], which ordinary hashers hash like
+    /// any integer and a key writer renumbers.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let relative = NUMBERING.with(|n| {
-            n.borrow_mut()
-                .as_mut()
-                .map(|seen| match seen.iter().position(|&id| id == self.0.id) {
-                    Some(p) => p as u64,
-                    None => {
-                        seen.push(self.0.id);
-                        (seen.len() - 1) as u64
-                    }
-                })
-        });
-        match relative {
-            Some(r) => r.hash(state),
-            None => self.0.id.hash(state),
-        }
+        state.write_i128(VAR_TAG | self.0.id as i128);
         self.0.lo.hash(state);
         self.0.hi.hash(state);
     }

@@ -7,6 +7,7 @@ use crate::dtype::DType;
 use crate::error::Error;
 use crate::ir::{Lit, Op};
 use crate::runtime::device_data::DeviceData;
+use crate::runtime::size_values;
 use crate::symint::{SizeExpr, VarRef};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -157,7 +158,7 @@ impl Tensor {
         };
         let var = match same_as {
             Some(v) => {
-                let theirs = v.0.cell.get().and_then(|c| c.known());
+                let theirs = size_values::cell(&v).and_then(|c| c.known());
                 if theirs != Some(len) {
                     return Err(Error::invalid(
                         "mark_dynamic_as",
@@ -166,9 +167,10 @@ impl Tensor {
                 }
                 v
             }
-            None => VarRef::known(0, i64::try_from(upper_bound).unwrap_or(i64::MAX), len),
+            None => size_values::known_var(0, i64::try_from(upper_bound).unwrap_or(i64::MAX), len),
         };
-        let cell = var.0.cell.get().expect("known var has a cell").clone();
+        let cell = size_values::cell(&var)
+            .ok_or_else(|| Error::internal(op, "a known size without its value"))?;
         let mut new_shape = shape.clone();
         new_shape[d] = SizeExpr::var(var);
         crate::ir::infer::check_representable(op, self.dtype(), &new_shape)?;

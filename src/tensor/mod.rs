@@ -12,12 +12,14 @@ mod reduce;
 pub(crate) mod registry;
 mod shape_ops;
 mod std_ops;
+mod sym_int;
 pub(crate) mod sync;
 
 pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
 pub use grad_mode::no_grad;
+pub use sym_int::SymInt;
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -25,7 +27,7 @@ use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
 use crate::runtime::device_data::DeviceData;
-use crate::symint::{Shape, SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -363,7 +365,7 @@ pub(crate) fn size_deps_for(
     let pending = exprs
         .iter()
         .flat_map(|e| e.vars())
-        .any(|v| v.0.cell.get().is_none());
+        .any(|v| !crate::runtime::size_values::is_bound(&v));
     if pending {
         candidates.iter().cloned().collect()
     } else {
@@ -414,19 +416,17 @@ pub(crate) struct DataLeafMut<'a> {
 }
 
 impl DataLeafMut<'_> {
-    /// Dimension `d`, dynamic, now has size `e`, held by `cell`. Returns
-    /// the size it had when that differs.
+    /// Dimension `d`, dynamic, now has size `e`, held by `cell`.
     pub fn set_size(
         &mut self,
         d: usize,
         e: SizeExpr,
         cell: Arc<crate::runtime::size_cell::SizeCell>,
-    ) -> Option<SizeExpr> {
+    ) {
         self.data.sizes[d] = Some(cell);
-        if self.shape[d] == e {
-            return None;
+        if self.shape[d] != e {
+            self.shape[d] = e;
         }
-        Some(std::mem::replace(&mut self.shape[d], e))
     }
 
     /// The elements are now in `buffer`.

@@ -6,10 +6,11 @@ use crate::host::Element;
 use crate::host::HostArray;
 use crate::metrics;
 use crate::runtime::materialize;
-use crate::symint::SymInt;
+use crate::SymInt;
 use crate::{Error, Result};
 use ndarray::ArrayD;
 use std::fmt;
+use std::sync::Arc;
 
 impl Tensor {
     /// Computes the tensor if needed and copies its real elements to the
@@ -93,7 +94,14 @@ impl Tensor {
                 .map(|s| s.as_static().unwrap_or(0) as usize)
                 .collect());
         }
-        let values = materialize::materialize_all(&sizes)?;
+        let exprs: Vec<_> = sizes.iter().map(|s| s.expr.clone()).collect();
+        let mut anchors: Vec<Arc<crate::ir::Node>> = Vec::new();
+        for a in sizes.iter().flat_map(|s| &s.anchors) {
+            if !anchors.iter().any(|b| Arc::ptr_eq(a, b)) {
+                anchors.push(a.clone());
+            }
+        }
+        let values = materialize::materialize_all(&exprs, &anchors)?;
         Ok(values.into_iter().map(|v| v.max(0) as usize).collect())
     }
 }

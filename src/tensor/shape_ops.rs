@@ -7,7 +7,8 @@ use crate::dtype::{result_type, Priority};
 use crate::ir::infer::size_mismatch;
 use crate::ir::node::shape_string;
 use crate::ir::Op;
-use crate::symint::{Shape, SizeExpr, SymInt};
+use crate::symint::{Shape, SizeExpr};
+use crate::SymInt;
 use smallvec::SmallVec;
 
 impl Tensor {
