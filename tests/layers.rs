@@ -87,7 +87,11 @@ fn imports_point_only_to_earlier_layers() {
             }
         }
     }
-    assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]

@@ -10,8 +10,10 @@
 //! one `reduce_window` from there on, the faster of the two at each size
 //! on the XLA CPU plugin; a stable sort on the negated mask (PyTorch/XLA's
 //! way) is 3x to 9x slower. `LAZYXLA_PJRT_PACK=doubling|window|sort`
-//! forces one strategy (for measurements; the compile cache does not key
-//! on it). DESIGN.md has the numbers.
+//! forces one strategy, for measurements; it is read once, when the first
+//! program is lowered, so every program the compile cache holds was
+//! lowered with the same one (the cache needs no key for it).
+//! `benches/README.md` has the numbers.
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
@@ -30,13 +32,16 @@ enum Packing {
 /// The size from which one `reduce_window` beats doubling (measured).
 const WINDOW_FROM: i64 = 4096;
 
+/// The strategy of this process (see the module docs).
 fn packing() -> Packing {
-    match std::env::var("LAZYXLA_PJRT_PACK").as_deref() {
-        Ok("doubling") => Packing::Doubling,
-        Ok("window") => Packing::Window,
-        Ok("sort") => Packing::Sort,
-        _ => Packing::Auto,
-    }
+    static CHOSEN: std::sync::LazyLock<Packing> =
+        std::sync::LazyLock::new(|| match std::env::var("LAZYXLA_PJRT_PACK").as_deref() {
+            Ok("doubling") => Packing::Doubling,
+            Ok("window") => Packing::Window,
+            Ok("sort") => Packing::Sort,
+            _ => Packing::Auto,
+        });
+    *CHOSEN
 }
 
 impl Ctx<'_> {
