@@ -26,22 +26,21 @@
 //! Needs a PJRT plugin (see `Device::pjrt`); without one it prints a skip.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use lazyxla::debug::Recorder;
 use lazyxla::{mark_step, DType, Device, Tensor};
 use std::time::{Duration, Instant};
 
 /// Runs `step` once through lazyxla to compile and record it, then
 /// returns closures that run the recorded executable directly: blocking,
 /// and pipelined (start this execution, then wait for the previous one).
-fn direct_of(step: &dyn Fn()) -> (impl Fn(), impl Fn()) {
+fn direct_of(step: &dyn Fn(), recorder: &Recorder) -> (impl Fn(), impl Fn()) {
     use lazyxla::debug::pjrt_ffi::{Buffer, Event};
     use std::cell::RefCell;
-    lazyxla::debug::pjrt_record_last(true);
+    recorder.start();
     step();
-    let last = lazyxla::debug::pjrt_last_executions()
-        .pop()
-        .expect("a recorded execution");
+    let last = recorder.last().pop().expect("a recorded execution");
     let (exe, args) = (last.exe, last.args);
-    lazyxla::debug::pjrt_record_last(false);
+    recorder.stop();
     let (exe2, args2) = (exe.clone(), args.clone());
     let blocking = move || {
         let refs: Vec<&Buffer> = args.iter().map(|b| &**b).collect();
@@ -106,14 +105,19 @@ fn mean_sync(record: &dyn Fn() -> Vec<Tensor>, budget: Duration) -> Duration {
 /// Compares a step (`record` the ops, then `mark_step`) with the direct
 /// FFI call: the whole step, the sync alone, and the same step captured
 /// once with `lazyxla::capture` and replayed.
-fn compare(c: &mut Criterion, device: &Device, name: &str, record: &dyn Fn() -> Vec<Tensor>) {
+fn compare(
+    c: &mut Criterion,
+    (device, recorder): (&Device, &Recorder),
+    name: &str,
+    record: &dyn Fn() -> Vec<Tensor>,
+) {
     device.scoped(|| {
         let step = || {
             let t = record();
             mark_step().unwrap();
             black_box(t);
         };
-        let (direct, pipelined) = direct_of(&step);
+        let (direct, pipelined) = direct_of(&step, recorder);
         let captured = std::cell::RefCell::new(lazyxla::capture(|_: &[Tensor]| record()));
         let replay = || {
             black_box(captured.borrow_mut().run(&[]).unwrap());
@@ -179,7 +183,9 @@ fn param(v: Vec<f32>, shape: &[usize]) -> Tensor {
 }
 
 fn benches(c: &mut Criterion) {
-    let device = match Device::pjrt() {
+    // The steps run on a device that can record its executions, so the
+    // direct calls run exactly what lazyxla ran.
+    let (device, recorder) = match Device::pjrt().and_then(|d| lazyxla::debug::pjrt_recording(&d)) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("SKIPPED: no PJRT plugin: {e}");
@@ -199,7 +205,7 @@ fn benches(c: &mut Criterion) {
         let h = (x.matmul(&w1) + &b1).relu();
         vec![h.matmul(&w2) + &b2]
     };
-    compare(c, &device, "mlp_784_512_10_b128", &mlp);
+    compare(c, (&device, &recorder), "mlp_784_512_10_b128", &mlp);
 
     let t1 = device.scoped(|| {
         let v: Vec<f32> = (0..25).map(|i| ((i * 7) % 3 == 0) as u8 as f32).collect();
@@ -212,7 +218,7 @@ fn benches(c: &mut Criterion) {
         let t5 = &t4 + 2.0;
         vec![t2, t3, t4, t5]
     };
-    compare(c, &device, "dynamic_zone_5x5", &zone);
+    compare(c, (&device, &recorder), "dynamic_zone_5x5", &zone);
 
     let mut g = c.benchmark_group("masked_select");
     for n in [1_000usize, 10_000, 100_000] {
@@ -223,7 +229,7 @@ fn benches(c: &mut Criterion) {
             black_box(s);
         };
         device.scoped(|| {
-            let (direct, _) = direct_of(&step);
+            let (direct, _) = direct_of(&step, &recorder);
             g.bench_function(format!("{n}"), |b| b.iter(&direct));
         });
     }

@@ -16,9 +16,10 @@
 mod detector;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use lazyxla::debug::Recorder;
 use lazyxla::nn::{self, Linear, Module, Relu, Sequential};
 use lazyxla::optim::{Adam, Optimizer};
-use lazyxla::{mark_step, Tensor};
+use lazyxla::{mark_step, Device, Tensor};
 use std::time::{Duration, Instant};
 
 /// Mean time per execution of the step's own executable, run directly
@@ -35,13 +36,13 @@ struct Alone {
     chained: Duration,
 }
 
-fn executable_alone(run_step: &mut dyn FnMut(), steps: u32) -> Alone {
+fn executable_alone(recorder: &Recorder, run_step: &mut dyn FnMut(), steps: u32) -> Alone {
     use lazyxla::debug::pjrt_ffi::{Buffer, Event};
-    lazyxla::debug::pjrt_record_last(true);
+    recorder.start();
     run_step();
     run_step();
-    let mut last = lazyxla::debug::pjrt_last_executions();
-    lazyxla::debug::pjrt_record_last(false);
+    let mut last = recorder.last();
+    recorder.stop();
     assert_eq!(last.len(), 2, "two PJRT executions");
     let (second, first) = (last.pop().unwrap(), last.pop().unwrap());
     // Argument i of a step is result j of the previous one.
@@ -110,16 +111,16 @@ const ROUNDS: usize = 11;
 /// Times the step and its executable alone, interleaved in rounds so that
 /// machine noise hits both alike, and prints lazyxla's share: the part of
 /// the step's wall time not explained by the executable.
-fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
-    if lazyxla::Device::default().name() == "reference" {
+fn report_share(name: &str, recorder: Option<&Recorder>, run_step: &mut dyn FnMut(), steps: u32) {
+    let Some(recorder) = recorder else {
         println!("{name}: no PJRT plugin, so no executable to compare with");
         return;
-    }
+    };
     // Per round, in microseconds: [step, chained, pipelined, blocking].
     let rounds: Vec<[f64; 4]> = (0..ROUNDS)
         .map(|_| {
             let step = step_time(run_step, steps);
-            let a = executable_alone(run_step, steps);
+            let a = executable_alone(recorder, run_step, steps);
             [step, a.chained, a.pipelined, a.blocking].map(|d| d.as_secs_f64() * 1e6)
         })
         .collect();
@@ -147,7 +148,21 @@ fn report_share(name: &str, run_step: &mut dyn FnMut(), steps: u32) {
     );
 }
 
+/// Runs `bench` on the default device wrapped so that its executions can
+/// be recorded (with the recorder), or on the default device as it is
+/// when that is not a PJRT device.
+fn on_recording_device(bench: impl FnOnce(Option<&Recorder>)) {
+    match lazyxla::debug::pjrt_recording(&Device::default()) {
+        Ok((device, recorder)) => device.scoped(|| bench(Some(&recorder))),
+        Err(_) => bench(None),
+    }
+}
+
 fn mlp_step(c: &mut Criterion) {
+    on_recording_device(|rec| mlp_step_on(c, rec));
+}
+
+fn mlp_step_on(c: &mut Criterion, rec: Option<&Recorder>) {
     let net = Sequential::new()
         .add(Linear::new(784, 512, 1))
         .add(Relu)
@@ -167,7 +182,7 @@ fn mlp_step(c: &mut Criterion) {
     step(); // compile
     println!("mlp step on {}", lazyxla::Device::default().name());
     c.bench_function("train_mlp_step_784_512_512_10_b128", |b| b.iter(&mut step));
-    report_share("train_mlp", &mut step, 200);
+    report_share("train_mlp", rec, &mut step, 200);
 
     // The same step captured once and replayed.
     let mut captured = lazyxla::capture(|x: &[Tensor]| {
@@ -184,11 +199,15 @@ fn mlp_step(c: &mut Criterion) {
     step();
     step();
     c.bench_function("train_mlp_step_captured", |b| b.iter(&mut step));
-    report_share("train_mlp captured", &mut step, 200);
+    report_share("train_mlp captured", rec, &mut step, 200);
     assert!(captured.recordings() <= 2, "the captured step replays");
 }
 
 fn detector_step(c: &mut Criterion) {
+    on_recording_device(|rec| detector_step_on(c, rec));
+}
+
+fn detector_step_on(c: &mut Criterion, rec: Option<&Recorder>) {
     let model = detector::Detector::new(3);
     let mut opt = Adam::new(model.parameters(), 0.02);
     let images: Vec<_> = (0..16).map(detector::image).collect();
@@ -201,7 +220,7 @@ fn detector_step(c: &mut Criterion) {
     };
     step();
     c.bench_function("train_detector_step", |b| b.iter(&mut step));
-    report_share("train_detector", &mut step, 2000);
+    report_share("train_detector", rec, &mut step, 2000);
 
     // The same step captured once and replayed with each image as inputs.
     let mut captured = lazyxla::capture(|x: &[Tensor]| {
@@ -217,7 +236,7 @@ fn detector_step(c: &mut Criterion) {
     step();
     step();
     c.bench_function("train_detector_step_captured", |b| b.iter(&mut step));
-    report_share("train_detector captured", &mut step, 2000);
+    report_share("train_detector captured", rec, &mut step, 2000);
     assert!(captured.recordings() <= 2, "the captured step replays");
 }
 

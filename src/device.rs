@@ -27,11 +27,11 @@ use std::sync::{Arc, LazyLock};
 pub struct Device(Arc<DeviceInner>);
 
 struct DeviceInner {
-    backend: Box<dyn Backend>,
+    backend: Arc<dyn Backend>,
     name: String,
 }
 
-static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Box::new(ReferenceBackend)));
+static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Arc::new(ReferenceBackend)));
 
 static DEFAULT: LazyLock<Device> = LazyLock::new(choose_default);
 
@@ -87,7 +87,7 @@ fn choose_default() -> Device {
 }
 
 impl Device {
-    pub(crate) fn new(backend: Box<dyn Backend>) -> Device {
+    pub(crate) fn new(backend: Arc<dyn Backend>) -> Device {
         let name = backend.name();
         Device(Arc::new(DeviceInner { backend, name }))
     }
@@ -160,7 +160,7 @@ impl Device {
             return Ok(d.clone());
         }
         let backend = PjrtBackend::open(path)?;
-        let d = Device::new(Box::new(backend));
+        let d = Device::new(Arc::new(backend));
         cache.insert(key, d.clone());
         Ok(d)
     }
@@ -190,6 +190,15 @@ impl Device {
 
     pub(crate) fn backend(&self) -> &dyn Backend {
         self.0.backend.as_ref()
+    }
+
+    /// A new device whose backend is `wrap` applied to this one's (a
+    /// different device: its programs are cached apart).
+    pub(crate) fn wrapped<E>(
+        &self,
+        wrap: impl FnOnce(Arc<dyn Backend>) -> Result<Arc<dyn Backend>, E>,
+    ) -> Result<Device, E> {
+        wrap(self.0.backend.clone()).map(Device::new)
     }
 
     /// A process-unique identity, for cache keys.

@@ -68,27 +68,27 @@ pub mod debug {
     #[doc(hidden)]
     pub use crate::backend::pjrt::ffi as pjrt_ffi;
 
-    /// Records (`true`) or stops recording and forgets (`false`) the
-    /// executable of each PJRT execution, copies of its argument buffers
-    /// and the identities of its argument and result buffers, for
-    /// [`pjrt_last_executions`].
+    /// A device on `device`'s PJRT client whose executions a [`Recorder`]
+    /// records (the executable, copies of its argument buffers, the
+    /// identities of its argument and result buffers), so a benchmark can
+    /// run the same program directly through the FFI, with the same
+    /// argument values, or chaining results into arguments as consecutive
+    /// steps do. Run the steps to record on the returned device
+    /// (`Device::scoped`).
     #[doc(hidden)]
-    pub fn pjrt_record_last(on: bool) {
-        crate::backend::pjrt::set_record_last(on)
+    pub fn pjrt_recording(device: &crate::Device) -> crate::Result<(crate::Device, Recorder)> {
+        let mut recorder = None;
+        let d = device.wrapped(|inner| {
+            let (b, r) = crate::backend::pjrt::recording::RecordingBackend::new(inner)?;
+            recorder = Some(r);
+            Ok::<_, crate::Error>(std::sync::Arc::new(b) as _)
+        })?;
+        Ok((d, recorder.expect("set by a successful wrap")))
     }
 
-    /// One PJRT execution recorded by [`pjrt_record_last`].
+    /// Switches recording on a [`pjrt_recording`] device on and off.
     #[doc(hidden)]
-    pub use crate::backend::pjrt::RecordedExecution;
-
-    /// The last two PJRT executions while recording was on (oldest first),
-    /// so a benchmark can run the same program directly through the FFI,
-    /// with the same argument values, or chaining results into arguments
-    /// as consecutive steps do.
-    #[doc(hidden)]
-    pub fn pjrt_last_executions() -> Vec<RecordedExecution> {
-        crate::backend::pjrt::last_executions()
-    }
+    pub use crate::backend::pjrt::recording::{RecordedExecution, Recorder};
 
     /// The plugin file [`Device::pjrt`](crate::Device::pjrt) would load
     /// first: `LAZYXLA_PJRT_PLUGIN`, else the first one discovered.

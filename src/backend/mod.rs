@@ -64,6 +64,11 @@ impl ExecOutputs {
         1 + shape.iter().filter(|d| d.as_const().is_none()).count()
     }
 
+    /// Every output still there to take, in order (`None` for one taken).
+    pub fn buffers(&self) -> impl Iterator<Item = Option<&DeviceBuffer>> {
+        self.buffers.iter().map(Option::as_ref)
+    }
+
     /// How many outputs the program returned.
     pub fn len(&self) -> usize {
         self.buffers.len()

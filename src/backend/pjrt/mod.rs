@@ -11,6 +11,7 @@ pub mod ffi;
 mod at_exit;
 pub(crate) mod discover;
 mod lower;
+pub(crate) mod recording;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
@@ -19,7 +20,6 @@ use crate::ir::program::Program;
 use crate::metrics;
 use crate::{Error, Result};
 use ffi::{Buffer, Client, ElementType, Event, Executable, PjrtError, Plugin};
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -55,76 +55,6 @@ impl Drop for PjrtBackend {
     }
 }
 
-static RECORD_LAST: AtomicBool = AtomicBool::new(false);
-
-/// One recorded execution: the executable, copies of its argument buffers,
-/// and which buffers it read and wrote (for the benchmarks).
-#[derive(Clone)]
-pub struct RecordedExecution {
-    /// The compiled program.
-    pub exe: Arc<Executable>,
-    /// Copies of the argument buffers, in parameter order (size arguments
-    /// included): the runtime owns the buffers it passed and may release
-    /// them after the step.
-    pub args: Vec<Arc<Buffer>>,
-    /// The identity ([`Buffer::id`]) of each argument buffer passed.
-    pub arg_ids: Vec<usize>,
-    /// The identity of each result buffer, in order (sizes included): an
-    /// argument of a later execution with the same identity is that result.
-    pub output_ids: Vec<usize>,
-}
-
-/// The last two executions, oldest first, kept only while
-/// [`set_record_last`] is on.
-static LAST: Mutex<Vec<RecordedExecution>> = Mutex::new(Vec::new());
-
-/// Turns recording of the last executions on or off (see
-/// [`last_executions`]); turning it off drops what was recorded.
-pub(crate) fn set_record_last(on: bool) {
-    RECORD_LAST.store(on, Ordering::Relaxed);
-    if !on {
-        LAST.lock().clear();
-    }
-}
-
-/// Records one execution (see [`set_record_last`]): copies of its
-/// arguments, and the identities of its arguments and of its results in
-/// the program's order, sizes after each result.
-fn record_execution(
-    client: &Client,
-    exe: &Arc<Executable>,
-    args: &[&Buffer],
-    outputs: &[Option<DeviceBuffer>],
-) -> std::result::Result<(), PjrtError> {
-    let mut copies = Vec::with_capacity(args.len());
-    for b in args {
-        let bytes = b.to_host()?;
-        copies.push(Arc::new(client.buffer_from_host(
-            &bytes,
-            b.element_type(),
-            b.dims(),
-            0,
-        )?));
-    }
-    let mut last = LAST.lock();
-    if last.len() == 2 {
-        last.remove(0);
-    }
-    last.push(RecordedExecution {
-        exe: exe.clone(),
-        args: copies,
-        arg_ids: args.iter().map(|b| b.id()).collect(),
-        output_ids: outputs
-            .iter()
-            .filter_map(|b| match b.as_ref().map(DeviceBuffer::storage) {
-                Some(Storage::Pjrt(b)) => Some(b.id()),
-                _ => None,
-            })
-            .collect(),
-    });
-    Ok(())
-}
-
 /// The buffer of a size argument: its own, or for a size known on the
 /// host the next one `uploaded` for it.
 fn size_arg<'a>(
@@ -137,11 +67,6 @@ fn size_arg<'a>(
             .next()
             .ok_or_else(|| Error::internal("pjrt execute", "a host size not uploaded")),
     }
-}
-
-/// The last two PJRT executions (oldest first) while recording was on.
-pub(crate) fn last_executions() -> Vec<RecordedExecution> {
-    LAST.lock().clone()
 }
 
 fn backend_err(name: &str, op: &'static str, e: PjrtError) -> Error {
@@ -381,11 +306,6 @@ impl Backend for PjrtBackend {
             }
             pe.ran_once.store(true, Ordering::Relaxed);
             at_exit::register();
-        }
-        if RECORD_LAST.load(Ordering::Relaxed) {
-            // A debugging aid never fails the step: a copy that fails
-            // leaves this execution unrecorded.
-            let _ = record_execution(&self.client, &pe.exe, &refs, &out);
         }
         Ok(ExecOutputs::new(out))
     }
