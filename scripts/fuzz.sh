@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Differential fuzzing: runs tests/differential.rs (random programs, PJRT
+# against the reference backend, see its module doc) with N proptest cases
+# in release mode.
+#
+# Usage:
+#   scripts/fuzz.sh              # 10,000 cases in one process
+#   scripts/fuzz.sh 500          # 500 cases
+#   scripts/fuzz.sh 10000 2      # 10,000 cases split over 2 processes
+#
+# With one process this is `PROPTEST_CASES=$N cargo test --release --test
+# differential`. With JOBS > 1 the test binary is built once and JOBS
+# copies of the proptest run side by side, each with its share of the N
+# cases, run as chunks of FUZZ_CHUNK (default 250) cases per process, each
+# with its own random seed (proptest seeds every run afresh). Their output,
+# with a progress line per chunk, goes to target/fuzz-logs/shard-J.log (or
+# $CARGO_TARGET_DIR/fuzz-logs): `grep passed target/fuzz-logs/*` shows how
+# far a long run has got.
+#
+# PJRT must load, or the test fails rather than skips (the script sets
+# LAZYXLA_REQUIRE_PJRT=1): when the plugin is not in a Python site-packages,
+# point LAZYXLA_PJRT_PATH at its directory, e.g.
+#   LAZYXLA_PJRT_PATH=/root/.cache/lazyxla/xla-cpu-pjrt scripts/fuzz.sh
+# CARGO_TARGET_DIR and other cargo variables are passed through. A case
+# takes about 0.3 s of CPU (mostly XLA compiling the program), so 10,000
+# take about an hour on one core. A mismatch is shrunk and printed with its
+# program, and proptest records its seed under proptest-regressions/.
+set -euo pipefail
+
+usage() {
+    echo "usage: $0 [CASES [JOBS]]  (positive integers; defaults 10000 and 1)" >&2
+    exit 2
+}
+cases="${1:-10000}"
+jobs="${2:-1}"
+for n in "$cases" "$jobs"; do
+    case "$n" in
+    '' | *[!0-9]* | 0) usage ;;
+    esac
+done
+
+cd "$(dirname "$0")/.."
+export LAZYXLA_REQUIRE_PJRT="${LAZYXLA_REQUIRE_PJRT:-1}"
+echo "fuzz: differential test, ${cases} cases in ${jobs} process(es) (release)"
+start=$(date +%s)
+status=0
+if [ "$jobs" -eq 1 ]; then
+    PROPTEST_CASES="$cases" cargo test --release --test differential || status=$?
+else
+    # Build once; the fixed regressions run here, the shards run the proptest.
+    cargo test --release --test differential -- --skip pjrt_matches_the_reference
+    exe=$(cargo test --release --test differential --no-run --message-format=json 2>/dev/null |
+        grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)
+    logs="${CARGO_TARGET_DIR:-target}/fuzz-logs"
+    mkdir -p "$logs"
+    # Each shard runs its share in chunks of at most $chunk cases (one
+    # process each), so its log says how many cases have passed so far.
+    chunk="${FUZZ_CHUNK:-250}"
+    shard() {
+        local j="$1" share="$2" done=0 n
+        while [ "$done" -lt "$share" ]; do
+            n=$((share - done < chunk ? share - done : chunk))
+            if ! PROPTEST_CASES="$n" "$exe" --exact pjrt_matches_the_reference \
+                >>"$logs/shard-$j.log" 2>&1; then
+                echo "fuzz: shard $j: mismatch after $done cases" >>"$logs/shard-$j.log"
+                return 1
+            fi
+            done=$((done + n))
+            echo "fuzz: shard $j: $done/$share cases passed ($(date +%T))" >>"$logs/shard-$j.log"
+        done
+    }
+    pids=()
+    for ((j = 0; j < jobs; j++)); do
+        share=$((cases / jobs + (j < cases % jobs ? 1 : 0)))
+        : >"$logs/shard-$j.log"
+        shard "$j" "$share" &
+        pids+=("$!")
+        echo "fuzz: shard $j: $share cases, log $logs/shard-$j.log"
+    done
+    for ((j = 0; j < jobs; j++)); do
+        if wait "${pids[$j]}"; then
+            echo "fuzz: shard $j passed"
+        else
+            status=1
+            echo "fuzz: shard $j FAILED:"
+            cat "$logs/shard-$j.log"
+        fi
+    done
+fi
+elapsed=$(($(date +%s) - start))
+if [ "$status" -eq 0 ]; then
+    echo "fuzz: PASSED: ${cases} cases, 0 mismatches (${elapsed}s)"
+else
+    echo "fuzz: FAILED after ${elapsed}s; the shrunk program is printed above"
+fi
+exit "$status"
