@@ -3,7 +3,7 @@
 //! A lazy step records every op again each time it runs, then traces and
 //! keys the graph to find its compiled program. For a small program that
 //! host work costs more than the program (a few hundred nodes take about
-//! 100 µs to record and trace; DESIGN.md, "Measured"). A captured step
+//! 100 µs to record and trace; `benches/README.md`). A captured step
 //! records the function once, keeps the program and where each of its
 //! parameters and results lives (an input, a tensor that existed before
 //! the step, a gradient, a constant), and from then on only runs the
