@@ -282,7 +282,7 @@ fn build(spec: &Spec) -> Vec<Tensor> {
 
 /// Shape and values of every tensor, as f64.
 fn evaluate(spec: &Spec) -> Vec<(Vec<usize>, DType, Vec<f64>)> {
-    let pool = build(spec);
+    let pool = quietly(|| build(spec));
     mark_step().unwrap();
     pool.iter()
         .map(|t| {
@@ -319,11 +319,26 @@ fn evaluate(spec: &Spec) -> Vec<(Vec<usize>, DType, Vec<f64>)> {
         .collect()
 }
 
-fn ops_in(spec: &Spec) -> String {
-    let quiet = std::panic::take_hook();
+/// Runs `f` without printing the panics it catches (a generated step that
+/// does not apply panics with a misuse message); a panic that escapes `f`
+/// is printed as usual, since the hook is restored as it unwinds.
+fn quietly<R>(f: impl FnOnce() -> R) -> R {
+    type Hook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send>;
+    struct Restore(Option<Hook>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(h) = self.0.take() {
+                std::panic::set_hook(h);
+            }
+        }
+    }
+    let _restore = Restore(Some(std::panic::take_hook()));
     std::panic::set_hook(Box::new(|_| {}));
-    let pool = Device::reference().scoped(|| build(spec));
-    std::panic::set_hook(quiet);
+    f()
+}
+
+fn ops_in(spec: &Spec) -> String {
+    let pool = quietly(|| Device::reference().scoped(|| build(spec)));
     let refs: Vec<&Tensor> = pool.iter().collect();
     lazyxla::debug::ir_text(&refs)
 }
@@ -342,11 +357,8 @@ fn cases() -> u32 {
 /// within 1e-5 relative. Shared by the proptest and the regressions.
 fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
     let _g = common::lock();
-    let quiet = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     let want = Device::reference().scoped(|| evaluate(spec));
     let got = pjrt.scoped(|| evaluate(spec));
-    std::panic::set_hook(quiet);
     prop_assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in(spec));
@@ -449,4 +461,27 @@ fn nonzero_after_saturated_tanh_difference() {
             Step::Nonzero(4),
         ],
     ));
+}
+
+/// Found by the 10,000-case run: `index_select` along a dimension whose
+/// bound is 0 (`unique` of the empty coordinates of a 0-d `nonzero`) was
+/// lowered to a gather with slice size 1 over a size-0 operand, which XLA
+/// refuses to compile.
+#[test]
+fn index_select_along_a_dimension_of_bound_zero() {
+    check_fixed(Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![0; 6],
+        b: vec![0; 6],
+        dynamic_input: None,
+        steps: vec![
+            Step::MaskedSelect(0, 0),
+            Step::SumDim(8, 0),
+            Step::Nonzero(59),
+            Step::Unary(0, 0),
+            Step::Unique(40),
+            Step::IndexSelectDynamic(6, 0),
+        ],
+    });
 }

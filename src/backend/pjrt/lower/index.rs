@@ -18,6 +18,12 @@ impl Ctx<'_> {
     pub(super) fn index_select(&mut self, x: &V, idx: &V, dim: usize, ty: &Ty) -> V {
         let mut sizes = self.sizes_of(x);
         sizes[dim] = idx.ty.dynamic[0].then(|| self.b.get_size(idx, 0));
+        if x.ty.dims.contains(&0) {
+            // Nothing to read: every index is out of range (a gather of
+            // slices of size 1 from a size-0 dimension does not compile).
+            let z = self.b.splat(0.0, &ty.bound());
+            return self.redyn(z, ty, &sizes);
+        }
         let xs = self.padded(x, None);
         let is = self.padded(idx, None);
         let k = is.ty.dims[0];

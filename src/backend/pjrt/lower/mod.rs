@@ -451,6 +451,11 @@ impl Ctx<'_> {
     /// integer coordinate tensors (all of one element type) of the static
     /// shape `out` (out-of-range coordinates are clamped by XLA).
     pub(super) fn gather_points(&mut self, x: &V, coords: &[V], out: &Ty) -> V {
+        if x.ty.dims.contains(&0) {
+            // Nothing to read (and slices of size 1 from a size-0
+            // dimension do not compile): every coordinate is out of range.
+            return self.b.splat(0.0, &out.bound().with_elt(x.ty.elt));
+        }
         let r = out.rank();
         let mut idx_ty = out.with_elt(coords[0].ty.elt);
         idx_ty.dims.push(1);
