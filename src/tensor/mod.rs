@@ -161,7 +161,8 @@ impl Tensor {
         *self.inner.node.lock() = new;
     }
 
-    /// Puts a program's result into this computed tensor's own node and
+    /// Serves the captured-step replay (`capture::replay`): puts a
+    /// program's result into this computed tensor's own node and
     /// data, in place, when no other node or tensor shares them and `fits`
     /// accepts the node (the caller checks that the result has the node's
     /// dtype and rank). `write` is called only then, with the node and its
@@ -202,7 +203,8 @@ impl Tensor {
         Ok(true)
     }
 
-    /// True when this handle is the only way to reach the tensor: no other
+    /// Serves the captured-step replay, which reuses a tensor it returned
+    /// before: true when this handle is the only way to reach it: no other
     /// handle, no weak reference but the registry's, and no gradient state
     /// (a captured step may then reuse it for its next result).
     pub(crate) fn is_sole_handle(&self) -> bool {
@@ -408,7 +410,8 @@ impl GradSlot {
     }
 }
 
-/// A data leaf's shape and data, borrowed to take a program's result in
+/// Serves the captured-step replay: a data leaf's shape and data,
+/// borrowed to take a program's result in
 /// place (see [`Tensor::write_result`]).
 pub(crate) struct DataLeafMut<'a> {
     shape: &'a mut Shape,
