@@ -143,10 +143,16 @@ pub(crate) fn shared(node: &crate::ir::Node) -> Option<Arc<DeviceData>> {
     node.leaf_data()?.shared()
 }
 
-/// A data leaf's op holding `data`.
-pub(crate) fn leaf_op(dtype: crate::DType, data: DeviceData) -> crate::ir::Op {
-    crate::ir::Op::Data {
+/// A data leaf of type `dtype` and `shape` holding `data`.
+pub(crate) fn leaf(
+    dtype: crate::DType,
+    shape: crate::symint::Shape,
+    data: DeviceData,
+) -> Arc<crate::ir::Node> {
+    let op = crate::ir::Op::Data {
         dtype,
         data: crate::ir::leaf::LeafData::new(Arc::new(data)),
-    }
+    };
+    let (inputs, size_deps) = (smallvec::SmallVec::new(), smallvec::SmallVec::new());
+    crate::ir::Node::new(op, inputs, size_deps, dtype, shape, false)
 }

@@ -13,7 +13,6 @@ use crate::metrics;
 use crate::symint::{Shape, SizeExpr, VarRef};
 use crate::Result;
 use parking_lot::Mutex;
-use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
@@ -153,14 +152,7 @@ pub(crate) fn data_node(
     cells: SizeCells,
 ) -> Arc<Node> {
     let data = DeviceData::on_device(device.clone(), buffer, cells);
-    Node::new(
-        super::device_data::leaf_op(dtype, data),
-        SmallVec::new(),
-        SmallVec::new(),
-        dtype,
-        shape,
-        false,
-    )
+    super::device_data::leaf(dtype, shape, data)
 }
 
 /// Starts `exe` on `device`, timed as `ExecuteTime` and counted as

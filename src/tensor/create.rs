@@ -72,15 +72,10 @@ impl Tensor {
 
     /// A tensor backed by device data.
     pub(crate) fn data(device: &Device, dtype: DType, shape: Shape, data: DeviceData) -> Tensor {
-        let node = Node::new(
-            crate::runtime::device_data::leaf_op(dtype, data),
-            SmallVec::new(),
-            SmallVec::new(),
-            dtype,
-            shape,
-            false,
-        );
-        Tensor::from_node(node, device)
+        Tensor::from_node(
+            crate::runtime::device_data::leaf(dtype, shape, data),
+            device,
+        )
     }
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
