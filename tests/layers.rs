@@ -104,3 +104,45 @@ fn modules_of_one_layer_do_not_import_each_other_in_a_cycle() {
         }
     }
 }
+
+/// The replay's hooks into tensor internals (`tensor::replay_hooks`) serve
+/// `capture` alone: any other caller would bind results behind the
+/// runtime's back.
+#[test]
+fn only_capture_uses_the_replay_hooks() {
+    fn walk(path: &Path, out: &mut Vec<(String, String)>) {
+        if path.is_dir() {
+            for e in std::fs::read_dir(path).unwrap() {
+                walk(&e.unwrap().path(), out);
+            }
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            let text = std::fs::read_to_string(path).unwrap();
+            out.push((path.display().to_string(), text));
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let hooks = [
+        "replay_hooks",
+        ".write_result(",
+        ".is_sole_handle(",
+        ".rebind(",
+    ];
+    let mut wrong = Vec::new();
+    for (path, text) in &files {
+        let allowed = path.contains("/src/capture/")
+            || path.ends_with("/src/tensor/replay_hooks.rs")
+            || path.ends_with("/src/tensor/mod.rs");
+        for h in hooks {
+            if !allowed && text.contains(h) {
+                wrong.push(format!("{path} uses {h}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "replay hooks outside capture:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -8,7 +8,7 @@ use crate::metrics;
 use crate::runtime::device_data::{self, DeviceData};
 use crate::runtime::sync;
 use crate::symint::{Shape, SizeExpr, VarRef};
-use crate::tensor::DataLeafMut;
+use crate::tensor::replay_hooks::DataLeafMut;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use smallvec::SmallVec;

@@ -10,6 +10,7 @@ mod linalg;
 mod read;
 mod reduce;
 pub(crate) mod registry;
+pub(crate) mod replay_hooks;
 mod shape_ops;
 mod std_ops;
 mod sym_int;
@@ -26,7 +27,6 @@ use crate::dtype::DType;
 use crate::ir::infer::infer;
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
-use crate::runtime::device_data::DeviceData;
 use crate::symint::{Shape, SizeExpr};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -152,67 +152,6 @@ impl Tensor {
         let mut n = self.inner.node.lock();
         if Arc::ptr_eq(&n, expected) {
             *n = new;
-        }
-    }
-
-    /// Replaces the node unconditionally (a captured step's replay, which
-    /// holds the sync lock, binding its results).
-    pub(crate) fn rebind(&self, new: Arc<Node>) {
-        *self.inner.node.lock() = new;
-    }
-
-    /// Serves the captured-step replay (`capture::replay`): puts a
-    /// program's result into this computed tensor's own node and
-    /// data, in place, when no other node or tensor shares them and `fits`
-    /// accepts the node (the caller checks that the result has the node's
-    /// dtype and rank). `write` is called only then, with the node and its
-    /// data (see [`DataLeafMut`]). The tensor becomes a plain data leaf, as
-    /// after [`Tensor::rebind`], and the old buffer is released. False when
-    /// the node or data is shared: the caller then builds a new node.
-    ///
-    /// This is a captured step's cheapest rebinding: no tensor, node or
-    /// data to allocate, nothing to free but the old buffer and sizes,
-    /// and for a static result not even a shape to rebuild.
-    pub(crate) fn write_result(
-        &self,
-        fits: impl FnOnce(&Node) -> bool,
-        write: impl FnOnce(&mut DataLeafMut) -> crate::Result<()>,
-    ) -> crate::Result<bool> {
-        let mut n = self.inner.node.lock();
-        let Some(node) = Arc::get_mut(&mut n) else {
-            return Ok(false);
-        };
-        if !fits(node) {
-            return Ok(false);
-        }
-        // Only a data leaf takes a result.
-        let Node {
-            op: Op::Data { data, .. },
-            shape,
-            ..
-        } = node
-        else {
-            return Ok(false);
-        };
-        let Some(data) = data.get_mut::<DeviceData>() else {
-            return Ok(false);
-        };
-        write(&mut DataLeafMut { shape, data })?;
-        node.requires_grad = false;
-        node.grad_leaf = None;
-        Ok(true)
-    }
-
-    /// Serves the captured-step replay, which reuses a tensor it returned
-    /// before: true when this handle is the only way to reach it: no other
-    /// handle, no weak reference but the registry's, and no gradient state
-    /// (a captured step may then reuse it for its next result).
-    pub(crate) fn is_sole_handle(&self) -> bool {
-        Arc::strong_count(&self.inner) == 1 && Arc::weak_count(&self.inner) == 1 && {
-            // Pairs with the release in the drop of every other handle:
-            // what their threads did to the flags below is visible.
-            std::sync::atomic::fence(Ordering::Acquire);
-            !self.inner.requires_grad.load(Ordering::Relaxed) && self.inner.grad.is_none()
         }
     }
 
@@ -407,34 +346,6 @@ impl GradSlot {
     /// True when there is no gradient.
     pub fn is_none(&self) -> bool {
         !self.touched.load(Ordering::Relaxed) || self.lock().is_none()
-    }
-}
-
-/// Serves the captured-step replay: a data leaf's shape and data,
-/// borrowed to take a program's result in
-/// place (see [`Tensor::write_result`]).
-pub(crate) struct DataLeafMut<'a> {
-    shape: &'a mut Shape,
-    data: &'a mut DeviceData,
-}
-
-impl DataLeafMut<'_> {
-    /// Dimension `d`, dynamic, now has size `e`, held by `cell`.
-    pub fn set_size(
-        &mut self,
-        d: usize,
-        e: SizeExpr,
-        cell: Arc<crate::runtime::size_cell::SizeCell>,
-    ) {
-        self.data.sizes[d] = Some(cell);
-        if self.shape[d] != e {
-            self.shape[d] = e;
-        }
-    }
-
-    /// The elements are now in `buffer`.
-    pub fn set_buffer(&mut self, buffer: crate::backend::DeviceBuffer) {
-        self.data.set_buffer(buffer);
     }
 }
 
