@@ -3,7 +3,7 @@
 //! gives -1 and remainder by zero the dividend, remainder takes the
 //! divisor's sign, max/min propagate NaN, conversions follow Rust's `as`,
 //! `erf` is evaluated as the reference does it (in f64), and random bits are
-//! those of `autograd/random.rs`.
+//! those of `ir/random.rs`.
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
