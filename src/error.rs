@@ -127,6 +127,17 @@ pub enum Error {
         /// Why it failed.
         source: Box<Error>,
     },
+    /// A size check that recording could not decide failed when the
+    /// program ran (see `ir::check`): two sizes an op needs equal were not,
+    /// a computed size was negative, or an element count did not divide.
+    /// The step bound none of its results.
+    #[error("{op}: {message} [the step changed nothing: tensors assigned since the last step keep their earlier values, and results that need this check fail the same way until dropped]")]
+    SizeCheckFailed {
+        /// The op that recorded the check.
+        op: &'static str,
+        /// The check, both sizes with their bounds and values, and the fix.
+        message: String,
+    },
     /// No PJRT plugin could be loaded.
     #[error("{0}")]
     Plugin(String),

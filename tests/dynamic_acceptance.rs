@@ -65,11 +65,16 @@ backend_test! {
         assert_eq!(r.shape_string(), "[<=6, 2]");
         assert_eq!(r.to_ndarray::<i64>().unwrap().shape(), &[4, 2]);
         assert_eq!(r.to_vec::<i64>().unwrap(), vec![1, 1, 1, 3, 1, 4, 1, 6]);
+        // 4 rows against 2: checked when the program runs.
+        let e = (&nz + &Tensor::ones(&[2, 2], DType::I64)).to_vec::<i64>().unwrap_err().to_string();
+        assert!(e.starts_with("add") && e.contains("they are 2 and 4"), "{e}");
+        assert!(e.contains("pad_to_bound"), "the message should give the way out: {e}");
+        // 7 rows can never fit the bound 6: an error at once.
         let msg = panic_message(|| {
-            let _ = &nz + &Tensor::ones(&[2, 2], DType::I64);
+            let _ = &nz + &Tensor::ones(&[7, 2], DType::I64);
         });
         assert!(msg.starts_with("add"), "{msg}");
-        assert!(msg.contains("[<=6, 2]") && msg.contains("[2, 2]"), "{msg}");
+        assert!(msg.contains("[<=6, 2]") && msg.contains("[7, 2]"), "{msg}");
         assert!(msg.contains("pad_to_bound(fill)"), "the message should give the way out: {msg}");
         // The runtime is fine afterwards.
         assert_eq!(r.sum().item::<i64>().unwrap(), 18);

@@ -126,6 +126,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             }
             out
         }
+        Op::Guard { checks, .. } => vec![Some(g.guard_back(&x[0], checks))],
         Op::PadToBound { .. } => {
             // Crop the gradient back to the real sizes.
             let a = &x[0];

@@ -4,6 +4,7 @@
 //! operands. It never runs anything; dynamic ops introduce fresh size
 //! variables here, with bounds from their operands' bounds.
 
+use super::check::CheckKind;
 use super::node::{shape_string, Node};
 use super::op::{BinaryOp, Op, UnaryOp};
 use crate::dtype::DType;
@@ -344,6 +345,50 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
                     .map(|d| SizeExpr::constant(d.hi().max(0)))
                     .collect(),
             ))
+        }
+        Op::Guard { shape, checks } => {
+            arity(1)?;
+            let x = &inputs[0];
+            if shape.len() != x.shape.len() {
+                return Err(Error::internal(
+                    name,
+                    format!(
+                        "the shape {} has another rank than the operand's {}",
+                        shape_string(shape),
+                        shape_string(&x.shape)
+                    ),
+                ));
+            }
+            for (from, to) in x.shape.iter().zip(shape.iter()) {
+                let checked = from == to
+                    || checks.iter().any(|c| {
+                        c.kind == CheckKind::Equal
+                            && ((&c.lhs, &c.rhs) == (from, to) || (&c.lhs, &c.rhs) == (to, from))
+                    });
+                if !checked {
+                    return Err(Error::internal(
+                        name,
+                        format!("the size {to} replaces {from} without a check"),
+                    ));
+                }
+            }
+            let known = |v: &VarRef| {
+                x.shape
+                    .iter()
+                    .chain(shape.iter())
+                    .any(|d| d.vars().contains(v))
+            };
+            if !checks
+                .iter()
+                .flat_map(|c| c.lhs.vars().into_iter().chain(c.rhs.vars()))
+                .all(|v| known(&v))
+            {
+                return Err(Error::internal(
+                    name,
+                    "a check names a size of neither the operand nor the result",
+                ));
+            }
+            Ok((x.dtype, shape.clone()))
         }
         Op::Reduce { dims, .. } => {
             arity(1)?;
@@ -686,6 +731,18 @@ pub(crate) fn size_mismatch(
             Some(c) => c.to_string(),
             None => format!("{e} in [{}, {}]", e.lo(), e.hi()),
         };
+        if x.hi() < y.lo() || y.hi() < x.lo() {
+            return Error::shape(
+                op,
+                format!(
+                    "the sizes {} and {} can never be equal: their bounds do not overlap (operand shapes {} and {}); narrow, expand or `pad_to_bound(fill)` an operand so that they are",
+                    describe(x),
+                    describe(y),
+                    shape_string(xs),
+                    shape_string(ys)
+                ),
+            );
+        }
         Error::UnprovableEquality {
             op,
             lhs: describe(x),

@@ -1,5 +1,6 @@
 //! The lazy IR: nodes, the closed op set, shape inference and the printer.
 
+pub(crate) mod check;
 pub(crate) mod infer;
 pub(crate) mod leaf;
 pub(crate) mod node;

@@ -7,6 +7,7 @@
 //! until all four handle it. User-level ops that cost nothing extra as
 //! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
 
+use super::check::SizeCheck;
 use super::leaf::LeafData;
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
@@ -193,6 +194,18 @@ pub enum Op {
         /// The padding value.
         fill: Lit,
     },
+    /// One operand, unchanged, once `checks` hold when the program runs
+    /// (a failed check fails the step, see `ir::check`). Its sizes are
+    /// `shape`: where they differ from the operand's, a check asserts that
+    /// they are equal, so later ops see one size instead of two.
+    Guard {
+        /// The result's shape (the operand's, or sizes checked equal to
+        /// its sizes).
+        shape: Shape,
+        /// What must hold; their sizes mention only variables of the
+        /// operand's shape or of `shape`.
+        checks: std::sync::Arc<[SizeCheck]>,
+    },
 
     // ----- reductions -----
     /// One operand reduced over `dims` (removed from the shape).
@@ -265,7 +278,8 @@ impl Op {
             Op::Iota { shape, .. }
             | Op::RandomUniform { shape, .. }
             | Op::Broadcast { shape, .. }
-            | Op::Reshape { shape } => shape,
+            | Op::Reshape { shape }
+            | Op::Guard { shape, .. } => shape,
             Op::SizeOf(e) => std::slice::from_ref(e),
             Op::Data { .. }
             | Op::Scalar { .. }
@@ -274,6 +288,43 @@ impl Op {
             | Op::Compare(_)
             | Op::Select
             | Op::Convert(_)
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concat { .. }
+            | Op::PadToBound { .. }
+            | Op::Reduce { .. }
+            | Op::ArgReduce { .. }
+            | Op::MatMul
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::IndexAdd { .. }
+            | Op::ScatterAdd { .. }
+            | Op::MaskedScatter
+            | Op::Nonzero
+            | Op::MaskedSelect
+            | Op::Unique
+            | Op::UniqueCounts => &[],
+        }
+    }
+
+    /// The size checks the op makes when the program runs (only a guard
+    /// makes any). A program must be able to compute every variable they
+    /// mention, as for [`Op::size_args`].
+    pub(crate) fn checks(&self) -> &[SizeCheck] {
+        match self {
+            Op::Guard { checks, .. } => checks,
+            Op::Data { .. }
+            | Op::Scalar { .. }
+            | Op::Iota { .. }
+            | Op::SizeOf(_)
+            | Op::RandomUniform { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Convert(_)
+            | Op::Broadcast { .. }
+            | Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Concat { .. }
@@ -345,6 +396,7 @@ impl Op {
             Op::Slice { .. } => "slice",
             Op::Concat { .. } => "concat",
             Op::PadToBound { .. } => "pad_to_bound",
+            Op::Guard { .. } => "guard",
             Op::Reduce { kind, .. } => match kind {
                 ReduceKind::Sum => "reduce_sum",
                 ReduceKind::Max => "reduce_max",

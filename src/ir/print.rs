@@ -90,6 +90,11 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Slice { dim, start, len } => format!("dim={dim} start={start} len={len}"),
         Op::Concat { dim } => format!("dim={dim}"),
         Op::PadToBound { fill } => format!("fill={}", lit(*fill)),
+        Op::Guard { checks, .. } => checks
+            .iter()
+            .map(|c| c.condition(&mut |e| names.expr(e)))
+            .collect::<Vec<_>>()
+            .join(", "),
         Op::Reduce { dims, .. } => format!("dims={dims:?}"),
         Op::ArgReduce { dim, .. } => format!("dim={dim}"),
         Op::MatMul => String::new(),

@@ -102,6 +102,15 @@ impl Program {
         w.bytes
     }
 
+    /// Every size check of the program's guards, in node order (the order
+    /// in which a backend reports the first that fails).
+    pub fn checks(&self) -> Vec<super::check::SizeCheck> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.op.checks().iter().cloned())
+            .collect()
+    }
+
     /// The position of each variable in `vars`, by variable id.
     pub fn var_positions(&self) -> std::collections::HashMap<u64, usize> {
         self.vars

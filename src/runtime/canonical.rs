@@ -165,6 +165,11 @@ pub(crate) fn trace<'a>(
                 need(&v, &defined, &mut vars)?;
             }
         }
+        for c in n.op.checks() {
+            for v in c.lhs.vars().into_iter().chain(c.rhs.vars()) {
+                need(&v, &defined, &mut vars)?;
+            }
+        }
         if let Op::Data { data, .. } = &n.op {
             let data: Arc<DeviceData> = data
                 .shared()

@@ -73,11 +73,12 @@ pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced
 }
 
 /// `e`, the failure of the program computing `roots`, naming them (they
-/// stay pending) unless the backend already named what failed. Errors of
+/// stay pending) unless the backend already named what failed (a failed
+/// size check names its op and sizes). Errors of
 /// the recording (inference) never get here.
 fn step_failed(e: crate::Error, roots: &[Arc<Node>]) -> crate::Error {
     match e {
-        crate::Error::StepFailed { .. } => e,
+        crate::Error::StepFailed { .. } | crate::Error::SizeCheckFailed { .. } => e,
         e => crate::Error::StepFailed {
             failed: "the step's program".into(),
             pending: crate::ir::node::describe_values(

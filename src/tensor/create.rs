@@ -162,6 +162,8 @@ impl Tensor {
     /// `[0, 1, .., n-1]` as I64 where `n` may be a dynamic size; the result
     /// is dynamic with `n`'s bound.
     pub fn arange_sym(n: &SymInt) -> Tensor {
+        let checks = super::guard::non_negative_checks("arange_sym", std::slice::from_ref(&n.expr))
+            .unwrap_or_else(|e| panic!("{e}"));
         let e = clamp_size(&n.expr);
         let deps = size_deps_for(std::slice::from_ref(&e), &n.anchors);
         Tensor::try_apply_on(
@@ -175,6 +177,7 @@ impl Tensor {
             &Device::default(),
         )
         .unwrap_or_else(|e| panic!("{e}"))
+        .checked(checks, &n.anchors)
     }
 
     /// Uniform random F32 values in `[0, 1)` from a seeded generator
@@ -243,14 +246,7 @@ fn host_random(op: &'static str, shape: &[usize], next: impl FnMut() -> f32) -> 
     Tensor::from_vec(data, shape).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A size used as a length: never below zero.
-pub(crate) fn clamp_size(e: &SizeExpr) -> SizeExpr {
-    if e.lo() < 0 {
-        e.maximum(&SizeExpr::constant(0))
-    } else {
-        e.clone()
-    }
-}
+pub(crate) use super::guard::clamp_size;
 
 /// A small, well-known seeded generator (SplitMix64) so that random
 /// tensors are reproducible across platforms and backends.

@@ -40,8 +40,8 @@ impl Tensor {
             &self.shape_exprs(),
             &m.shape_exprs(),
         );
-        let x = self.broadcast_to(&shape, &[&m]);
-        let m = m.broadcast_to(&shape, &[self]);
+        let x = self.broadcast_for("masked_select", &shape, &[&m]);
+        let m = m.broadcast_for("masked_select", &shape, &[self]);
         Tensor::apply(Op::MaskedSelect, &[&x, &m], SmallVec::new())
     }
 

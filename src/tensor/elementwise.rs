@@ -59,7 +59,16 @@ pub(crate) fn try_broadcast_shapes(
                 Ok(x.clone())
             } else if x.as_const() == Some(1) {
                 Ok(y.clone())
-            } else if x.as_const().is_some() && y.as_const().is_some() {
+            } else if x.as_const().is_none() || y.as_const().is_none() {
+                // Sizes recording cannot tell apart: checked equal when the
+                // program runs (the operands are unified by a guard), unless
+                // the bounds already rule it out.
+                match crate::ir::check::SizeCheck::equal(op, x, y).decided() {
+                    Some(false) => Err(size_mismatch(op, x, y, a, b)),
+                    _ if y.as_const().is_some() => Ok(y.clone()),
+                    _ => Ok(x.clone()),
+                }
+            } else {
                 Err(crate::Error::shape(
                     op,
                     format!(
@@ -68,8 +77,6 @@ pub(crate) fn try_broadcast_shapes(
                         shape_string(b)
                     ),
                 ))
-            } else {
-                Err(size_mismatch(op, x, y, a, b))
             }
         })
         .collect()
@@ -79,16 +86,34 @@ impl Tensor {
     /// This tensor broadcast to `shape` (right-aligned); `others` may hold
     /// the nodes defining `shape`'s dynamic sizes.
     pub(crate) fn broadcast_to(&self, shape: &[SizeExpr], others: &[&Tensor]) -> Tensor {
+        self.broadcast_for("expand", shape, others)
+    }
+
+    /// [`Tensor::broadcast_to`] for `op`, which names the size checks it
+    /// records (see [`try_broadcast_shapes`]).
+    pub(crate) fn broadcast_for(
+        &self,
+        op: &'static str,
+        shape: &[SizeExpr],
+        others: &[&Tensor],
+    ) -> Tensor {
         let node = self.node();
         if node.shape[..] == *shape {
             return self.clone();
         }
         let candidates: Vec<Arc<Node>> = others.iter().map(|t| t.node()).collect();
-        Tensor::apply(
-            broadcast_op(&node.shape, shape),
-            &[self],
+        let x = super::guard::unify_for_broadcast(op, &self.input_node(), shape, &candidates)
+            .unwrap_or_else(|e| panic!("{e}"));
+        if x.shape[..] == *shape {
+            return Tensor::from_node(x, self.device());
+        }
+        let node = record(
+            broadcast_op(&x.shape, shape),
+            Inputs::from_iter([x]),
             size_deps_for(shape, &candidates),
         )
+        .unwrap_or_else(|e| panic!("{e}"));
+        Tensor::from_node(node, self.device())
     }
 
     /// This tensor converted to `dtype` (no op when it already is).
@@ -141,8 +166,8 @@ impl Tensor {
                 }
                 let shape = broadcast_shapes(op, &a.shape, &b.shape);
                 (
-                    broadcast_node(&a, &shape, &b),
-                    broadcast_node(&b, &shape, &a),
+                    broadcast_node(op, &a, &shape, &b),
+                    broadcast_node(op, &b, &shape, &a),
                 )
             }
             Rhs::Scalar(v, _) => {
@@ -155,7 +180,7 @@ impl Tensor {
                     SmallVec::new(),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
-                let b = broadcast_node(&s, &a.shape, &a);
+                let b = broadcast_node(op, &s, &a.shape, &a);
                 (a, b)
             }
         }
@@ -423,9 +448,9 @@ impl Tensor {
         Tensor::apply(
             Op::Select,
             &[
-                &c.broadcast_to(&shape, &all),
-                &t.broadcast_to(&shape, &all),
-                &f.broadcast_to(&shape, &all),
+                &c.broadcast_for("where", &shape, &all),
+                &t.broadcast_for("where", &shape, &all),
+                &f.broadcast_for("where", &shape, &all),
             ],
             SmallVec::new(),
         )
@@ -440,12 +465,24 @@ fn broadcast_op(from: &[SizeExpr], to: &[SizeExpr]) -> Op {
     }
 }
 
-/// `x` broadcast to `shape`, whose dynamic sizes `other` defines.
-fn broadcast_node(x: &Arc<Node>, shape: &[SizeExpr], other: &Arc<Node>) -> Arc<Node> {
+/// `x` broadcast to `shape`, whose dynamic sizes `other` defines, for
+/// `op` (which names the size checks it records).
+fn broadcast_node(
+    op: &'static str,
+    x: &Arc<Node>,
+    shape: &[SizeExpr],
+    other: &Arc<Node>,
+) -> Arc<Node> {
     if x.shape[..] == *shape {
         return x.clone();
     }
-    let deps = size_deps_for(shape, std::slice::from_ref(other));
+    let others = std::slice::from_ref(other);
+    let x =
+        super::guard::unify_for_broadcast(op, x, shape, others).unwrap_or_else(|e| panic!("{e}"));
+    if x.shape[..] == *shape {
+        return x;
+    }
+    let deps = size_deps_for(shape, others);
     let mut inputs = Inputs::new();
     inputs.push(x.clone());
     record(broadcast_op(&x.shape, shape), inputs, deps).unwrap_or_else(|e| panic!("{e}"))

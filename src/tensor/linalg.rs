@@ -34,20 +34,35 @@ impl Tensor {
         let (a, b) = (self.to_dtype(dt), other.to_dtype(dt));
         let a2 = if ra == 1 { a.unsqueeze(0) } else { a };
         let b2 = if rb == 1 { b.unsqueeze(1) } else { b };
-        let (sa, sb) = (a2.shape_exprs(), b2.shape_exprs());
-        let (ka, kb) = (&sa[sa.len() - 1], &sb[sb.len() - 2]);
-        if ka != kb {
-            panic!(
-                "{}",
-                crate::ir::infer::size_mismatch(
-                    "matmul",
-                    ka,
-                    kb,
-                    &self.shape_exprs(),
-                    &other.shape_exprs()
+        let sa = a2.shape_exprs();
+        // The contracted sizes: equal, or checked equal when the program
+        // runs (`b` takes `a`'s size).
+        let b2 = {
+            let mut target = b2.shape_exprs();
+            let k = target.len() - 2;
+            target[k] = sa[sa.len() - 1].clone();
+            let others = [&a2];
+            let n = super::guard::unify_node(
+                "matmul",
+                &b2.input_node(),
+                &target,
+                &others.iter().map(|t| t.node()).collect::<Vec<_>>(),
+            )
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{}",
+                    crate::ir::infer::size_mismatch(
+                        "matmul",
+                        &sa[sa.len() - 1],
+                        &b2.shape_exprs()[k],
+                        &self.shape_exprs(),
+                        &other.shape_exprs()
+                    )
                 )
-            );
-        }
+            });
+            Tensor::from_node(n, b2.device())
+        };
+        let sb = b2.shape_exprs();
         let batch = try_broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2])
             .unwrap_or_else(|e| {
                 panic!(
@@ -59,7 +74,7 @@ impl Tensor {
         let full = |s: &[crate::symint::SizeExpr], t: &Tensor| {
             let mut shape = batch.clone();
             shape.extend(s[s.len() - 2..].iter().cloned());
-            t.broadcast_to(&shape, &[])
+            t.broadcast_for("matmul", &shape, &[])
         };
         let (a3, b3) = (full(&sa, &a2), full(&sb, &b2));
         let out = Tensor::try_apply(Op::MatMul, &[&a3, &b3], SmallVec::new()).unwrap_or_else(|e| {

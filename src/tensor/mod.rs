@@ -5,6 +5,7 @@ mod dim;
 mod dynamic;
 mod elementwise;
 mod grad_mode;
+mod guard;
 mod indexing;
 mod linalg;
 mod read;
@@ -73,6 +74,10 @@ pub(crate) struct TensorInner {
     /// The node computing the value: a pending op, or a `Data` leaf once
     /// computed. Replaced by syncs and in-place updates.
     node: Mutex<Arc<Node>>,
+    /// The data leaf the tensor held when it was first `assign`ed since
+    /// it was last computed: what a step whose size check fails restores
+    /// (see [`Tensor::restore_before_assign`]).
+    before_assign: Mutex<Option<Arc<Node>>>,
     /// The accumulated gradient (see `autograd`).
     pub(crate) grad: GradSlot,
     /// True for a leaf that gradients accumulate into.
@@ -99,6 +104,7 @@ impl Tensor {
             rank: node.shape.len(),
             device: device.clone(),
             node: Mutex::new(node),
+            before_assign: Mutex::new(None),
             grad: GradSlot::default(),
             requires_grad: std::sync::atomic::AtomicBool::new(false),
         });
@@ -152,6 +158,21 @@ impl Tensor {
         let mut n = self.inner.node.lock();
         if Arc::ptr_eq(&n, expected) {
             *n = new;
+            self.inner.before_assign.lock().take();
+        }
+    }
+
+    /// After a step whose size check failed: a tensor `assign`ed since it
+    /// was last computed gets back the value it had then (parameters and
+    /// optimizer state keep their values, as when PyTorch raises before
+    /// the update). Others keep their pending value.
+    pub(crate) fn restore_before_assign(&self) {
+        let mut n = self.inner.node.lock();
+        if matches!(n.op, Op::Data { .. }) {
+            return;
+        }
+        if let Some(old) = self.inner.before_assign.lock().take() {
+            *n = old;
         }
     }
 
@@ -178,7 +199,14 @@ impl Tensor {
             self.dtype(),
             shape_string(&self.node().shape)
         );
-        *self.inner.node.lock() = new;
+        let mut n = self.inner.node.lock();
+        if matches!(n.op, Op::Data { .. }) {
+            let mut before = self.inner.before_assign.lock();
+            if before.is_none() {
+                *before = Some(n.clone());
+            }
+        }
+        *n = new;
     }
 
     /// The device the tensor lives on.

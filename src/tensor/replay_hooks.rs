@@ -16,6 +16,7 @@ impl Tensor {
     /// while it binds its results).
     pub(crate) fn rebind(&self, new: Arc<Node>) {
         *self.inner.node.lock() = new;
+        self.inner.before_assign.lock().take();
     }
 
     /// Puts a

@@ -4,7 +4,7 @@ use super::create::clamp_size;
 use super::dim::{resolve_in, DimIndex, ResolveDim};
 use super::{size_deps_for, Tensor};
 use crate::dtype::{result_type, Priority};
-use crate::ir::infer::size_mismatch;
+use crate::ir::check::SizeCheck;
 use crate::ir::node::shape_string;
 use crate::ir::Op;
 use crate::symint::{Shape, SizeExpr};
@@ -28,6 +28,7 @@ impl Tensor {
             .filter(|&&s| s != -1)
             .try_fold(1i64, |acc, &s| acc.checked_mul(s))
             .unwrap_or_else(|| panic!("reshape: the sizes {shape:?} have more elements than a 64-bit count holds (input shape {})", shape_string(&input)));
+        let mut x = self.clone();
         let out: Shape = shape
             .iter()
             .map(|&s| {
@@ -39,16 +40,52 @@ impl Tensor {
                 }
                 let inferred = numel.floor_div(&SizeExpr::constant(known));
                 if inferred.mul(&SizeExpr::constant(known)) != numel {
-                    panic!(
-                        "reshape: cannot reshape {} into {shape:?}: {} elements are not a multiple of {known}",
-                        shape_string(&input),
-                        numel
-                    );
+                    x = self.dividing(&input, &numel, known, &inferred).unwrap_or_else(|| {
+                        panic!(
+                            "reshape: cannot reshape {} into {shape:?}: {} elements are not a multiple of {known}",
+                            shape_string(&input),
+                            numel
+                        )
+                    });
                 }
                 inferred
             })
             .collect();
-        self.reshape_exprs(out, &[self])
+        x.reshape_exprs(out, &[self])
+    }
+
+    /// This tensor, whose element count `numel` may or may not be a
+    /// multiple of `known`, checked to be one when the program runs and
+    /// given the count `inferred * known` (so that it reshapes to
+    /// `[.., inferred, ..]` with the other sizes making `known`). `None`
+    /// when the count is certainly no multiple, or when the new count
+    /// cannot be written on one dimension (more than one dynamic
+    /// dimension, or `known` not a multiple of the static ones).
+    fn dividing(
+        &self,
+        input: &[SizeExpr],
+        numel: &SizeExpr,
+        known: i64,
+        inferred: &SizeExpr,
+    ) -> Option<Tensor> {
+        let divides = SizeCheck::multiple_of("reshape", numel, known);
+        if divides.decided() == Some(false) {
+            return None;
+        }
+        let dynamic: Vec<usize> = (0..input.len())
+            .filter(|&d| input[d].as_const().is_none())
+            .collect();
+        let statics: i64 = input.iter().filter_map(SizeExpr::as_const).product();
+        let [d] = dynamic[..] else { return None };
+        if statics <= 0 || known % statics != 0 {
+            return None;
+        }
+        let mut target: Shape = input.iter().cloned().collect();
+        target[d] = inferred.scale(known / statics);
+        let same = SizeCheck::equal("reshape", &input[d], &target[d]);
+        let node = super::guard::guard_node(&self.input_node(), target, vec![divides, same], &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+        Some(Tensor::from_node(node, self.device()))
     }
 
     /// Reshape to size expressions; `others` may define their variables.
@@ -154,33 +191,40 @@ impl Tensor {
                         input.len()
                     );
                 }
-                let e = clamp_size(&s.expr);
-                if i >= offset {
-                    let from = &input[i - offset];
-                    if from != &e && from.as_const() != Some(1) {
-                        panic!(
-                            "{}",
-                            size_mismatch("expand", from, &e, &input, std::slice::from_ref(&e))
-                        );
-                    }
-                }
-                e
+                clamp_size(&s.expr)
             })
             .collect();
         if target == input {
             return self.clone();
         }
+        // A size that may be negative is checked when the program runs.
+        let exprs: Vec<SizeExpr> = sizes
+            .iter()
+            .filter(|s| s.as_static() != Some(-1))
+            .map(|s| s.expr.clone())
+            .collect();
+        let checks =
+            super::guard::non_negative_checks("expand", &exprs).unwrap_or_else(|e| panic!("{e}"));
         let mut candidates = vec![self.node()];
         candidates.extend(sizes.iter().flat_map(|s| s.anchors.iter().cloned()));
+        let x =
+            super::guard::unify_for_broadcast("expand", &self.input_node(), &target, &candidates)
+                .unwrap_or_else(|e| panic!("{e}"));
         let deps = size_deps_for(&target, &candidates);
-        Tensor::apply(
-            Op::Broadcast {
-                shape: target.clone(),
-                dims: (offset..target.len()).collect(),
-            },
-            &[self],
-            deps,
-        )
+        let out = Tensor::from_node(x, self.device());
+        let out = if out.shape_exprs() == target {
+            out
+        } else {
+            Tensor::apply(
+                Op::Broadcast {
+                    shape: target.clone(),
+                    dims: (offset..target.len()).collect(),
+                },
+                &[&out],
+                deps,
+            )
+        };
+        out.checked(checks, &candidates)
     }
 
     /// Tensors joined along `dim` (dtypes promote; other dims must match).
@@ -195,9 +239,31 @@ impl Tensor {
             .map(|t| (t.dtype(), Priority::Dimensioned))
             .collect();
         let dt = result_type(&prio);
-        let converted: Vec<Tensor> = tensors.iter().map(|t| t.to_dtype(dt)).collect();
+        let mut converted: Vec<Tensor> = tensors.iter().map(|t| t.to_dtype(dt)).collect();
         if converted.len() == 1 {
             return converted[0].clone();
+        }
+        // Sizes off the axis: equal, or checked equal when the program runs
+        // (each tensor takes the first one's, on tensors of one rank).
+        let first = converted[0].clone();
+        let lead = first.shape_exprs();
+        for t in converted.iter_mut().skip(1) {
+            let mut target = t.shape_exprs();
+            if target.len() != lead.len() {
+                continue; // inference names the rank mismatch
+            }
+            let mut refuted = false;
+            for (k, size) in target.iter_mut().enumerate() {
+                if k != d {
+                    refuted |= SizeCheck::equal("cat", &lead[k], size).decided() == Some(false);
+                    *size = lead[k].clone();
+                }
+            }
+            if !refuted {
+                // (A refuted pair is left to inference, which names both
+                // operands' shapes.)
+                *t = t.unify_to("cat", &target, &[&first]);
+            }
         }
         let refs: Vec<&Tensor> = converted.iter().collect();
         Tensor::apply(Op::Concat { dim: d }, &refs, SmallVec::new())
@@ -219,9 +285,17 @@ impl Tensor {
                     shape_string(&other)
                 );
             }
-            if let Some((x, y)) = shape.iter().zip(&other).find(|(x, y)| x != y) {
-                panic!("{}", size_mismatch("stack", x, y, &shape, &other));
+            let refuted = shape
+                .iter()
+                .zip(&other)
+                .find(|(x, y)| SizeCheck::equal("stack", x, y).decided() == Some(false));
+            if let Some((x, y)) = refuted {
+                panic!(
+                    "{}",
+                    crate::ir::infer::size_mismatch("stack", x, y, &shape, &other)
+                );
             }
+            // Sizes not proven equal are checked by `cat`.
         }
         let expanded: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
         let refs: Vec<&Tensor> = expanded.iter().collect();

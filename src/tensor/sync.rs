@@ -60,7 +60,18 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     if roots.is_empty() {
         return Ok(None);
     }
-    let synced = sync::run_roots(tensors[0].device(), roots)?;
+    let synced = match sync::run_roots(tensors[0].device(), roots) {
+        Ok(synced) => synced,
+        Err(e) => {
+            if let crate::Error::SizeCheckFailed { .. } = e {
+                // The step changes nothing (see `Error::SizeCheckFailed`).
+                for t in tensors {
+                    t.restore_before_assign();
+                }
+            }
+            return Err(e);
+        }
+    };
     for t in tensors {
         let current = t.node();
         if let Some(i) = synced.roots.iter().position(|r| Arc::ptr_eq(r, &current)) {

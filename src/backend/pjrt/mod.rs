@@ -29,6 +29,9 @@ use std::sync::Arc;
 pub(crate) struct PjrtExecutable {
     pub exe: Arc<Executable>,
     num_var_args: usize,
+    /// The program's size checks, in the order of its check status (the
+    /// last result; none when empty).
+    checks: Vec<crate::ir::check::SizeCheck>,
     /// Set once the program has run to completion once (see `execute`).
     ran_once: AtomicBool,
 }
@@ -209,6 +212,35 @@ impl PjrtBackend {
     }
 }
 
+impl PjrtBackend {
+    /// Reads a program's check status (`i32[3]`, see `lower`) and turns a
+    /// failed check into its error.
+    fn check_status(
+        &self,
+        checks: &[crate::ir::check::SizeCheck],
+        status: &DeviceBuffer,
+    ) -> Result<()> {
+        let bytes = self
+            .buffer(status, "execute")?
+            .to_host()
+            .map_err(|e| backend_err(&self.name, "execute", e))?;
+        let v: Vec<i32> = bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        match v[..] {
+            [-1, _, _] => Ok(()),
+            [k, l, r] if k >= 0 && (k as usize) < checks.len() => {
+                Err(checks[k as usize].failure(l as i64, r as i64))
+            }
+            _ => Err(Error::internal(
+                "pjrt execute",
+                format!("a check status of {v:?} for {} checks", checks.len()),
+            )),
+        }
+    }
+}
+
 impl Backend for PjrtBackend {
     fn name(&self) -> String {
         self.name.clone()
@@ -237,6 +269,11 @@ impl Backend for PjrtBackend {
         Ok(Arc::new(PjrtExecutable {
             exe: Arc::new(exe),
             num_var_args: lowered.num_var_args,
+            checks: if lowered.checked {
+                program.checks()
+            } else {
+                Vec::new()
+            },
             ran_once: AtomicBool::new(false),
         }))
     }
@@ -279,10 +316,15 @@ impl Backend for PjrtBackend {
         for s in &args.vars {
             refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
         }
-        let (out, done) = pe
+        let (mut out, done) = pe
             .exe
             .execute_async_into(&refs, |b| Some(DeviceBuffer::new(Storage::Pjrt(b))))
             .map_err(|e| backend_err(&self.name, "execute", e))?;
+        let status = if pe.checks.is_empty() {
+            None
+        } else {
+            out.pop().flatten()
+        };
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
         let previous = self.in_flight.lock().replace(done);
@@ -306,6 +348,12 @@ impl Backend for PjrtBackend {
             }
             pe.ran_once.store(true, Ordering::Relaxed);
             at_exit::register();
+        }
+        if let Some(status) = status {
+            // A failed check fails the step before any result is bound.
+            // Reading the status waits for this program (only programs
+            // with checks wait).
+            self.check_status(&pe.checks, &status)?;
         }
         Ok(ExecOutputs::new(out))
     }

@@ -143,6 +143,26 @@ pub(super) fn run(
                     map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
                 }
                 Op::Concat { dim } => concat(&ins, *dim)?,
+                Op::Guard { shape, checks } => {
+                    let size = |e: &SizeExpr| size_value(e, program, &positions, &values, var_args);
+                    for c in checks.iter() {
+                        let (l, r) = (size(&c.lhs)?, size(&c.rhs)?);
+                        if !c.holds(l, r) {
+                            return Err(c.failure(l, r));
+                        }
+                    }
+                    let sh = dims(shape, &values)?;
+                    if ins[0].shape() != sh.as_slice() {
+                        return Err(err(
+                            "guard",
+                            format!(
+                                "checked sizes {sh:?} differ from the operand's {:?}",
+                                ins[0].shape()
+                            ),
+                        ));
+                    }
+                    ins[0].clone()
+                }
                 Op::PadToBound { fill } => {
                     let bound: Vec<usize> =
                         node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
@@ -593,6 +613,11 @@ fn reserve(node: &crate::ir::program::PNode) -> Result<()> {
 /// `e`, raised while computing node `i`, with the node and the program
 /// results that need it (the pending tensors that will keep failing).
 fn node_failed(program: &Program, i: usize, e: crate::Error) -> crate::Error {
+    // A failed size check names its op and sizes, and fails the step
+    // before any value is bound (as on every backend).
+    if let crate::Error::SizeCheckFailed { .. } = e {
+        return e;
+    }
     let mut needs = vec![false; program.nodes.len()];
     needs[i] = true;
     for k in i + 1..program.nodes.len() {

@@ -13,8 +13,11 @@
 //! Results, in order: for each `Program.outputs` entry, its value made
 //! static at its bound (`set_dimension_size` to the bound constant),
 //! followed by one `tensor<i32>` per dynamic dimension from
-//! `get_dimension_size`; then the `Program.size_outputs` values. So every
-//! result buffer can be passed to the next program as a parameter as is.
+//! `get_dimension_size`; then the `Program.size_outputs` values; then,
+//! when the program's guards make size checks, their status (`i32[3]`:
+//! the first failed check or -1, and its two sizes), which the backend
+//! reads and removes. So every result buffer can be passed to the next
+//! program as a parameter as is.
 //!
 //! # Padding
 //!
@@ -54,6 +57,9 @@ pub(crate) struct Lowered {
     pub output_dynamic: Vec<usize>,
     /// The number of `VarSource::Arg` parameters.
     pub num_var_args: usize,
+    /// True when the program makes size checks: its last result is then
+    /// their status (see `Ctx::check_status`).
+    pub checked: bool,
 }
 
 /// Lowering state for one program.
@@ -70,6 +76,9 @@ pub(super) struct Ctx<'p> {
     pub(super) var_vals: HashMap<usize, V>,
     /// The `VarSource::Arg` parameters.
     pub(super) var_args: Vec<V>,
+    /// Each check of the program's guards, in node order: whether it
+    /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
+    pub(super) checks: Vec<(V, V, V)>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -95,6 +104,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         var_pos: program.var_positions(),
         var_vals: HashMap::new(),
         var_args: Vec::new(),
+        checks: Vec::new(),
     };
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -168,6 +178,13 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         let v = ctx.var_value(&var)?;
         results.push(v);
     }
+    let checked = match ctx.check_status() {
+        Some(status) => {
+            results.push(status);
+            true
+        }
+        None => false,
+    };
 
     let names: Vec<&str> = results.iter().map(|v| v.name.as_str()).collect();
     let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
@@ -189,6 +206,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         text,
         output_dynamic,
         num_var_args,
+        checked,
     })
 }
 
@@ -263,6 +281,7 @@ impl Ctx<'_> {
             }
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
+            Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
             Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
             Op::ArgReduce { kind, dim } => self.arg_reduce(*kind, &ins[0], *dim, &ty),
             Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),

@@ -6,8 +6,9 @@
 //! with the same meaning as `SizeExpr::eval`: floor division and Python's
 //! remainder (sign of the divisor), both 0 for a zero divisor.
 
-use super::emit::{Elt, V};
+use super::emit::{Elt, Ty, V};
 use super::Ctx;
+use crate::ir::check::{CheckKind, SizeCheck};
 use crate::ir::program::VarSource;
 use crate::ir::CmpOp;
 use crate::symint::expr::AtomOp;
@@ -113,5 +114,73 @@ impl Ctx<'_> {
         let hi = self.b.i32c(bound);
         let s = self.b.convert(s, Elt::I32);
         self.b.clamp(&lo, &s, &hi)
+    }
+
+    /// A guard (`Op::Guard`): records whether each check holds, for the
+    /// program's check status ([`Ctx::check_status`]), and gives the
+    /// operand the sizes `shape` (a static view cut or padded to the
+    /// result's bounds, so the result is well-formed even when a check
+    /// fails and the step's results are discarded).
+    pub(super) fn guard(
+        &mut self,
+        x: &V,
+        shape: &[SizeExpr],
+        checks: &[SizeCheck],
+        ty: &Ty,
+    ) -> Result<V> {
+        for c in checks {
+            let (l, r) = (self.size_value(&c.lhs)?, self.size_value(&c.rhs)?);
+            let ok = match c.kind {
+                CheckKind::Equal => self.b.cmp(CmpOp::Eq, &l, &r),
+                CheckKind::NonNegative => {
+                    let zero = self.b.i32c(0);
+                    self.b.cmp(CmpOp::Ge, &l, &zero)
+                }
+                CheckKind::MultipleOf => {
+                    let rem = self.floor_div_rem(&l, &r).1;
+                    let zero = self.b.i32c(0);
+                    let pos = self.b.cmp(CmpOp::Gt, &r, &zero);
+                    let divides = self.b.cmp(CmpOp::Eq, &rem, &zero);
+                    self.b.bin("and", &pos, &divides)
+                }
+            };
+            self.checks.push((ok, l, r));
+        }
+        let mut v = self.padded(x, None);
+        for d in 0..ty.rank() {
+            let (have, want) = (v.ty.dims[d], ty.dims[d]);
+            if have > want {
+                v = self.b.slice(&v, d, 0, want);
+            } else if have < want {
+                let zero = self.b.scalar(0.0, v.ty.elt);
+                v = self.b.pad(&v, &zero, d, 0, want - have);
+            }
+        }
+        let sizes = self.expr_sizes(shape, ty)?;
+        Ok(self.redyn(v, ty, &sizes))
+    }
+
+    /// The program's check status: `i32[3]`, the index of the first check
+    /// (in node order) that failed, or -1, then the values of its two
+    /// sizes. `None` when the program makes no checks.
+    pub(super) fn check_status(&mut self) -> Option<V> {
+        if self.checks.is_empty() {
+            return None;
+        }
+        let checks = std::mem::take(&mut self.checks);
+        let (mut at, mut l, mut r) = (self.b.i32c(-1), self.b.i32c(0), self.b.i32c(0));
+        for (k, (ok, cl, cr)) in checks.iter().enumerate().rev() {
+            let k = self.b.i32c(k as i64);
+            at = self.b.select(ok, &at, &k);
+            l = self.b.select(ok, &l, cl);
+            r = self.b.select(ok, &r, cr);
+        }
+        let one = Ty::fixed(Elt::I32, &[1]);
+        let parts: Vec<V> = [at, l, r]
+            .iter()
+            .map(|v| self.b.reshape(v, one.clone()))
+            .collect();
+        let refs: Vec<&V> = parts.iter().collect();
+        Some(self.b.concat(&refs, 0, Ty::fixed(Elt::I32, &[3])))
     }
 }
