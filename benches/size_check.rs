@@ -1,0 +1,88 @@
+//! What a run-time size check costs: the detection loss
+//! `pred.masked_select(&m) - tgt.masked_select(&m2)`, summed and read
+//! every step, two ways that compute the same thing:
+//!
+//! - without a check: `m2` is `m` itself, so both selections have one size
+//!   variable (one variable per source) and the subtraction needs nothing;
+//! - with a check: `m2` is the same mask built separately (`m` compared
+//!   again after a round trip through i32), so the sizes are two variables
+//!   and the program checks them equal when it runs.
+//!
+//! The number of positives changes every step (one compile each way).
+//! Alternating rounds on the same inputs; the ratio of medians is the
+//! check's cost (target: within 3%). Run on the PJRT plugin when one
+//! loads, else the reference backend.
+
+use lazyxla::{Device, Tensor};
+use std::time::Instant;
+
+const N: usize = 4096;
+const ROUNDS: usize = 21;
+const STEPS: usize = 200;
+
+fn inputs(step: usize) -> (Tensor, Tensor, Tensor) {
+    let mut s = step as u64 * 0x9e37_79b9 + 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 1000) as f32 / 1000.0
+    };
+    let pred: Vec<f32> = (0..N).map(|_| next()).collect();
+    let tgt: Vec<f32> = (0..N).map(|_| next()).collect();
+    let score: Vec<f32> = (0..N).map(|_| next()).collect();
+    (
+        Tensor::from_vec(pred, &[N]).unwrap(),
+        Tensor::from_vec(tgt, &[N]).unwrap(),
+        Tensor::from_vec(score, &[N]).unwrap(),
+    )
+}
+
+/// One step: the loss, read. `checked` builds the second mask separately.
+fn step(data: &(Tensor, Tensor, Tensor), checked: bool) -> f32 {
+    let (pred, tgt, score) = data;
+    let m = score.gt_scalar(0.7);
+    let m2 = if checked {
+        m.to_dtype(lazyxla::DType::I32).ne_scalar(0.0)
+    } else {
+        m.clone()
+    };
+    let d = &pred.masked_select(&m) - &tgt.masked_select(&m2);
+    (&d * &d).sum().item::<f32>().unwrap()
+}
+
+fn main() {
+    let device = Device::default();
+    println!("size check cost on {}", device.name());
+    let data: Vec<_> = (0..STEPS).map(inputs).collect();
+    // Warm up (compile both programs) and check they agree.
+    for d in data.iter().take(3) {
+        let (a, b) = (step(d, false), step(d, true));
+        assert!((a - b).abs() <= 1e-3 * a.abs().max(1.0), "{a} vs {b}");
+    }
+    let mut plain = Vec::new();
+    let mut checked = Vec::new();
+    for r in 0..ROUNDS {
+        for flag in [r % 2 == 0, r % 2 != 0] {
+            let t = Instant::now();
+            for d in &data {
+                std::hint::black_box(step(d, flag));
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / STEPS as f64;
+            if flag {
+                checked.push(us);
+            } else {
+                plain.push(us);
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (p, c) = (median(plain), median(checked));
+    println!(
+        "RATIO detection_loss_{N}: without a check {p:.1} us, with a check {c:.1} us = {:.3}x (medians of {ROUNDS} alternating rounds of {STEPS} steps)",
+        c / p
+    );
+}
