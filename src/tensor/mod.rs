@@ -12,6 +12,7 @@ mod reduce;
 pub(crate) mod registry;
 mod shape_ops;
 mod std_ops;
+mod sym_bool;
 mod sym_int;
 pub(crate) mod sync;
 
@@ -19,6 +20,7 @@ pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
 pub use grad_mode::no_grad;
+pub use sym_bool::SymBool;
 pub use sym_int::SymInt;
 
 use crate::device::Device;
