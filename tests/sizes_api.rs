@@ -4,8 +4,9 @@
 
 mod common;
 
+use common::panic_message;
 use lazyxla::metrics::counter;
-use lazyxla::{mark_step, SymInt, Tensor};
+use lazyxla::{mark_step, DType, SymInt, Tensor};
 
 /// The counters that would move if anything ran or was read.
 fn activity() -> Vec<u64> {
@@ -99,5 +100,104 @@ backend_test! {
         let before = activity();
         assert!(y.size(0).sym_ge(3).to_bool().unwrap());
         assert_eq!(activity(), before);
+    }
+}
+
+backend_test! {
+    fn filled_tensors_take_dynamic_sizes() {
+        let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 3.0, 0.0], &[5]).unwrap();
+        let idx = x.nonzero(); // [<=5, 1], 3 rows
+        let n = idx.size(0);
+        let z = Tensor::zeros_sym(&[n.clone(), SymInt::from(2)], DType::F32);
+        assert_eq!(z.shape_string(), "[<=5, 2]");
+        assert!(z.size(0) == n, "the dim is the same size: {:?} and {n:?}", z.size(0));
+        let o = Tensor::ones_sym(std::slice::from_ref(&n), DType::I64);
+        let f = Tensor::full_sym(&[&n + 1], 2.5, DType::F32);
+        assert_eq!(f.shape_string(), "[<=6]");
+        // Nothing has run: each result computes what defines its size.
+        assert_eq!(counter("ExecuteGraph"), 0);
+        assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 6]);
+        assert_eq!(f.to_vec::<f32>().unwrap(), vec![2.5; 4]);
+        // Equal sizes meet in elementwise ops.
+        let shifted = &idx + &o.unsqueeze(1);
+        assert_eq!(shifted.to_vec::<i64>().unwrap(), vec![1, 3, 4]);
+        assert_eq!(o.size(0).materialize().unwrap(), 3);
+        // Sizes of a mark_dynamic input, in one program with it.
+        let y = Tensor::from_vec(vec![1.0f32; 6], &[3, 2]).unwrap().mark_dynamic(0, 8);
+        let w = Tensor::full_sym(&y.sizes(), 4.0, DType::F32);
+        assert_eq!(w.shape_string(), "[<=8, 2]");
+        let sum = &w + &y;
+        mark_step().unwrap();
+        assert_eq!(sum.to_vec::<f32>().unwrap(), vec![5.0; 6]);
+        // A size that may be negative is clamped (3 - 2 = 1 here).
+        let m = Tensor::ones_sym(&[&n - 2], DType::F32);
+        assert_eq!(m.shape_string(), "[<=3]");
+        assert_eq!(m.to_vec::<f32>().unwrap(), vec![1.0]);
+        // Rank 0 and static sizes.
+        assert_eq!(Tensor::full_sym(&[], 3.0, DType::F32).item::<f32>().unwrap(), 3.0);
+        assert_eq!(Tensor::zeros_sym(&[SymInt::from(2)], DType::I64).to_vec::<i64>().unwrap(), vec![0, 0]);
+    }
+}
+
+backend_test! {
+    fn negative_sizes_are_rejected_with_the_position() {
+        let msg = panic_message(|| {
+            let _ = Tensor::zeros_sym(&[SymInt::from(2), SymInt::from(-1)], DType::F32);
+        });
+        assert!(msg.contains("zeros_sym") && msg.contains("-1") && msg.contains("position 1"), "{msg}");
+        let n = three_of_five();
+        let msg = panic_message(|| {
+            let _ = Tensor::ones_sym(&[&n - 6], DType::F32);
+        });
+        assert!(msg.contains("ones_sym") && msg.contains("[-6, -1]") && msg.contains("negative"), "{msg}");
+        let x = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
+        let msg = panic_message(|| {
+            let _ = x.reshape_sym(&[SymInt::from(-4)]);
+        });
+        assert!(msg.contains("reshape_sym") && msg.contains("-4"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn reshape_to_dynamic_sizes() {
+        let data: Vec<f32> = (0..6).map(|v| v as f32).collect();
+        let x = Tensor::from_vec(data.clone(), &[3, 2]).unwrap().mark_dynamic(0, 8);
+        let n = x.size(0);
+        let flat = x.reshape_sym(&[&n * 2]);
+        assert_eq!(flat.shape_string(), "[<=16]");
+        let back = flat.reshape_sym(&[n.clone(), SymInt::from(2)]);
+        assert_eq!(back.shape_string(), "[<=8, 2]");
+        let units = back.reshape_sym(&[SymInt::from(1), n.clone(), SymInt::from(2), SymInt::from(1)]);
+        assert_eq!(units.shape_string(), "[1, <=8, 2, 1]");
+        assert_eq!((&back - &x).abs().sum().item::<f32>().unwrap(), 0.0);
+        assert_eq!(flat.to_vec::<f32>().unwrap(), data);
+        assert_eq!(units.to_vec::<f32>().unwrap(), data);
+        // The same shape gives the same tensor.
+        assert!(x.reshape_sym(&x.sizes()).shape_string() == x.shape_string());
+        // A size no program has computed yet: the reshape computes it.
+        let m = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 0.0, 3.0, 4.0], &[2, 3]).unwrap().nonzero();
+        assert_eq!(m.shape_string(), "[<=6, 2]");
+        let pairs = m.reshape_sym(&[m.size(0) * 2]);
+        assert_eq!(pairs.shape_string(), "[<=12]");
+        assert_eq!(pairs.to_vec::<i64>().unwrap(), vec![0, 0, 0, 2, 1, 1, 1, 2]);
+    }
+}
+
+backend_test! {
+    fn reshape_errors_name_the_shapes() {
+        let x = Tensor::from_vec(vec![1.0f32; 6], &[3, 2]).unwrap().mark_dynamic(0, 8);
+        let msg = panic_message(|| {
+            let _ = x.reshape_sym(&[x.size(0)]);
+        });
+        assert!(msg.contains("reshape_sym") && msg.contains("[<=8, 2]") && msg.contains("[<=8]"), "{msg}");
+        // Two dynamic dims out of one: XLA cannot express it.
+        let a = Tensor::from_vec(vec![1.0f32; 3], &[3]).unwrap().mark_dynamic(0, 4);
+        let b = Tensor::from_vec(vec![1.0f32; 2], &[2]).unwrap().mark_dynamic(0, 4);
+        let t = Tensor::zeros_sym(&[a.size(0) * b.size(0)], DType::F32);
+        assert_eq!(t.to_vec::<f32>().unwrap().len(), 6);
+        let msg = panic_message(|| {
+            let _ = t.reshape_sym(&[a.size(0), b.size(0)]);
+        });
+        assert!(msg.contains("[<=16]") && msg.contains("[<=4, <=4]") && msg.contains("more than one dynamic dimension"), "{msg}");
     }
 }
