@@ -6,7 +6,7 @@ mod common;
 
 use common::panic_message;
 use lazyxla::metrics::counter;
-use lazyxla::{mark_step, DType, SymInt, Tensor};
+use lazyxla::{capture, mark_step, DType, Error, SymInt, Tensor};
 
 /// The counters that would move if anything ran or was read.
 fn activity() -> Vec<u64> {
@@ -199,5 +199,50 @@ backend_test! {
             let _ = t.reshape_sym(&[a.size(0), b.size(0)]);
         });
         assert!(msg.contains("[<=16]") && msg.contains("[<=4, <=4]") && msg.contains("more than one dynamic dimension"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn max_graphs_refuses_a_new_graph_and_keeps_the_recorded_ones() {
+        let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        let mut step = capture(|x: &[Tensor]| {
+            w.assign(&(&w + &x[0].sum()));
+            vec![&x[0] * 2.0]
+        })
+        .max_graphs(1);
+        let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        let out = step.run(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+        assert_eq!(w.to_vec::<f32>().unwrap(), vec![4.0, 5.0]);
+        // A new input shape would be a second graph.
+        let b = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+        let executed = counter("ExecuteGraph");
+        let err = step.run(std::slice::from_ref(&b)).unwrap_err();
+        assert!(matches!(err, Error::GraphLimit { limit: 1 }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("max_graphs(1)") && msg.contains("max_graphs(n)"), "{msg}");
+        assert_eq!(counter("ExecuteGraph"), executed, "the refused call ran something");
+        assert_eq!(step.recordings(), 1);
+        // Nothing was lost: the state, the input and the last result.
+        assert_eq!(w.to_vec::<f32>().unwrap(), vec![4.0, 5.0]);
+        assert_eq!(b.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+        // The recorded graph still replays.
+        let replays = counter("StepReplay");
+        let again = step.run(&[a]).unwrap();
+        assert_eq!(counter("StepReplay"), replays + 1);
+        assert_eq!(again[0].to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+        assert_eq!(w.to_vec::<f32>().unwrap(), vec![7.0, 8.0]);
+        // A higher limit, or none, records the second graph.
+        let mut two = capture(|x: &[Tensor]| vec![&x[0] + 1.0]).max_graphs(2);
+        let mut unlimited = capture(|x: &[Tensor]| vec![&x[0] + 1.0]);
+        for len in [2, 3] {
+            let x = Tensor::from_vec(vec![0.0f32; len], &[len]).unwrap();
+            assert_eq!(two.run(std::slice::from_ref(&x)).unwrap()[0].to_vec::<f32>().unwrap(), vec![1.0; len]);
+            unlimited.run(&[x]).unwrap();
+        }
+        assert_eq!((two.recordings(), unlimited.recordings()), (2, 2));
+        let x = Tensor::from_vec(vec![0.0f32; 4], &[4]).unwrap();
+        assert!(matches!(two.run(&[x]), Err(Error::GraphLimit { limit: 2 })));
     }
 }
