@@ -138,6 +138,13 @@ pub enum Error {
         /// The check, both sizes with their bounds and values, and the fix.
         message: String,
     },
+    /// A captured step would record more distinct graphs than its
+    /// [`max_graphs`](crate::CapturedStep::max_graphs) limit allows.
+    #[error("capture: this call would record a new graph, but the step has already recorded {limit}, its limit (max_graphs({limit})); a new graph comes from new input dtypes, static sizes or bounds, or a change in the tensors the step reads (shape, dtype, gradient presence). The step did not run and every tensor keeps its value; raise the limit with max_graphs(n), or keep those fixed (mark_dynamic for sizes that vary)")]
+    GraphLimit {
+        /// The limit that was reached.
+        limit: usize,
+    },
     /// No PJRT plugin could be loaded.
     #[error("{0}")]
     Plugin(String),

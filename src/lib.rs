@@ -49,7 +49,7 @@ pub use host::Element;
 pub use tensor::no_grad;
 
 pub use tensor::sync::mark_step;
-pub use tensor::{DimIndex, SymInt, Tensor};
+pub use tensor::{DimIndex, SymBool, SymInt, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.
 pub mod debug {

@@ -210,7 +210,7 @@ impl Tensor {
     fn zeros_like_shape(&self, shape: Shape) -> Tensor {
         let node = self.node();
         let deps = crate::tensor::size_deps_for(&shape, std::slice::from_ref(&node));
-        Tensor::full_sym(shape, 0.0, self.dtype(), deps, self.device())
+        Tensor::full_exprs(shape, 0.0, self.dtype(), deps, self.device())
     }
 
     /// This tensor on `other`'s device (index tensors are made on the

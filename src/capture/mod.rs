@@ -113,6 +113,8 @@ pub struct CapturedStep<F> {
     step: F,
     variants: Vec<Variant>,
     recordings: usize,
+    /// The most recordings allowed (`None`: no limit).
+    max_graphs: Option<usize>,
 }
 
 /// Wraps `step` into a [`CapturedStep`]: recorded on its first call,
@@ -125,6 +127,7 @@ where
         step,
         variants: Vec::new(),
         recordings: 0,
+        max_graphs: None,
     }
 }
 
@@ -132,12 +135,36 @@ impl<F> CapturedStep<F>
 where
     F: FnMut(&[Tensor]) -> Vec<Tensor>,
 {
+    /// Limits the step to `n` distinct graphs (PyTorch/XLA's
+    /// `max_different_graphs`): a call that would record another one
+    /// returns [`Error::GraphLimit`](crate::Error::GraphLimit) without
+    /// running the step function (pending inputs are computed, as for any
+    /// call), so every tensor keeps its value and the graphs already
+    /// recorded keep replaying. Each recording counts (see
+    /// [`recordings`](CapturedStep::recordings)). Without it there is no
+    /// limit.
+    ///
+    /// ```
+    /// use lazyxla::{capture, Error, Tensor};
+    /// let mut step = capture(|x: &[Tensor]| vec![&x[0] * 2.0]).max_graphs(1);
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// step.run(&[a.clone()]).unwrap();
+    /// let b = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap(); // a new shape
+    /// assert!(matches!(step.run(&[b]), Err(Error::GraphLimit { limit: 1 })));
+    /// assert_eq!(step.run(&[a]).unwrap()[0].to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    /// ```
+    pub fn max_graphs(mut self, n: usize) -> Self {
+        self.max_graphs = Some(n);
+        self
+    }
+
     /// Runs the step on `inputs` and returns what it returns. Its work is
     /// started on the device (as after `mark_step`); reading a result
     /// waits for it.
     ///
-    /// Errors: the capture rules above, and the errors of `mark_step`. On
-    /// an error every live tensor keeps a valid value.
+    /// Errors: the capture rules above, the
+    /// [`max_graphs`](CapturedStep::max_graphs) limit, and the errors of
+    /// `mark_step`. On an error every live tensor keeps a valid value.
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
         if nodes.iter().any(|n| n.leaf_data().is_none()) {
@@ -162,6 +189,9 @@ where
         }
         if let Some(out) = replayed {
             return Ok(out);
+        }
+        if let Some(limit) = self.max_graphs.filter(|&n| self.recordings >= n) {
+            return Err(crate::Error::GraphLimit { limit });
         }
         self.variants.retain(|v| !v.is_stale());
         let (variant, out) = record::record(&mut self.step, inputs, signature)?;

@@ -1,6 +1,7 @@
 //! Creating tensors. Nothing runs: host data is copied to the device, and
 //! constant-filled tensors are recorded as ops.
 
+use super::sym_int::anchors_of;
 use super::{size_deps_for, Tensor};
 use crate::device::Device;
 use crate::dtype::DType;
@@ -81,7 +82,7 @@ impl Tensor {
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
         let exprs = static_shape(shape);
-        Tensor::full_sym(exprs, value, dtype, SmallVec::new(), &Device::default())
+        Tensor::full_exprs(exprs, value, dtype, SmallVec::new(), &Device::default())
     }
 
     /// Zeros.
@@ -94,6 +95,53 @@ impl Tensor {
         Tensor::full(shape, 1.0, dtype)
     }
 
+    /// A tensor of `sizes` filled with `value`, where sizes may be dynamic
+    /// (`x.size(0)` of a `nonzero()` result, sums and products of sizes):
+    /// the result's dims are dynamic with those sizes' bounds. Nothing runs.
+    ///
+    /// Panics when a size is always negative. A size that may be negative
+    /// (`n - 2`) is taken as 0 when it is.
+    ///
+    /// ```
+    /// use lazyxla::{DType, SymInt, Tensor};
+    /// let x = Tensor::from_vec(vec![3.0f32, 0.0, 5.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // 2, at most 3
+    /// let t = Tensor::full_sym(&[n, SymInt::from(2)], 7.0, DType::F32);
+    /// assert_eq!(t.shape_string(), "[<=3, 2]");
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![7.0; 4]);
+    /// ```
+    pub fn full_sym(sizes: &[SymInt], value: f64, dtype: DType) -> Tensor {
+        Tensor::filled("full_sym", sizes, value, dtype)
+    }
+
+    /// Zeros of `sizes`, which may be dynamic (see
+    /// [`full_sym`](Tensor::full_sym)).
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1i64, 0, 4, 2], &[4]).unwrap();
+    /// let z = Tensor::zeros_sym(&[x.nonzero().size(0) + 1], DType::I64);
+    /// assert_eq!(z.shape_string(), "[<=5]");
+    /// assert_eq!(z.to_vec::<i64>().unwrap(), vec![0; 4]);
+    /// ```
+    pub fn zeros_sym(sizes: &[SymInt], dtype: DType) -> Tensor {
+        Tensor::filled("zeros_sym", sizes, 0.0, dtype)
+    }
+
+    /// Ones of `sizes`, which may be dynamic (see
+    /// [`full_sym`](Tensor::full_sym)).
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32; 3], &[3]).unwrap().mark_dynamic(0, 8);
+    /// let o = Tensor::ones_sym(&x.sizes(), DType::F32);
+    /// assert_eq!(o.shape_string(), "[<=8]");
+    /// assert_eq!((&o + &x).to_vec::<f32>().unwrap(), vec![2.0; 3]);
+    /// ```
+    pub fn ones_sym(sizes: &[SymInt], dtype: DType) -> Tensor {
+        Tensor::filled("ones_sym", sizes, 1.0, dtype)
+    }
+
     /// A tensor of this tensor's shape (dynamic dims included), dtype and
     /// device, filled with `value`.
     pub fn full_like(&self, value: f64) -> Tensor {
@@ -104,7 +152,7 @@ impl Tensor {
     pub fn full_like_dtype(&self, value: f64, dtype: DType) -> Tensor {
         let node = self.node();
         let deps = size_deps_for(&node.shape, std::slice::from_ref(&node));
-        Tensor::full_sym(node.shape.clone(), value, dtype, deps, self.device())
+        Tensor::full_exprs(node.shape.clone(), value, dtype, deps, self.device())
     }
 
     /// Zeros shaped like this tensor.
@@ -117,7 +165,18 @@ impl Tensor {
         self.full_like(1.0)
     }
 
-    pub(crate) fn full_sym(
+    /// [`full_sym`](Tensor::full_sym) for `op`, which messages name.
+    fn filled(op: &'static str, sizes: &[SymInt], value: f64, dtype: DType) -> Tensor {
+        let shape = size_args(op, sizes);
+        let anchors = anchors_of(sizes);
+        let deps = size_deps_for(&shape, &anchors);
+        let exprs: Vec<SizeExpr> = sizes.iter().map(|s| s.expr.clone()).collect();
+        let checks =
+            super::guard::non_negative_checks(op, &exprs).unwrap_or_else(|e| panic!("{e}"));
+        Tensor::full_exprs(shape, value, dtype, deps, &Device::default()).checked(checks, &anchors)
+    }
+
+    pub(crate) fn full_exprs(
         shape: Shape,
         value: f64,
         dtype: DType,
@@ -247,6 +306,26 @@ fn host_random(op: &'static str, shape: &[usize], next: impl FnMut() -> f32) -> 
 }
 
 pub(crate) use super::guard::clamp_size;
+
+/// Sizes given as arguments to `op`, as shape expressions. A size that is
+/// always negative panics; one that may be negative (`n - 2`) is clamped
+/// at 0 and needs a check (`guard::non_negative_checks`) so that the clamp
+/// never hides a negative size.
+pub(crate) fn size_args(op: &str, sizes: &[SymInt]) -> Shape {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if s.upper_bound() < 0 {
+                panic!(
+                    "{op}: the size {} at position {i} of {sizes:?} is negative; sizes must be at least 0",
+                    s.describe()
+                );
+            }
+            clamp_size(&s.expr)
+        })
+        .collect()
+}
 
 /// A small, well-known seeded generator (SplitMix64) so that random
 /// tensors are reproducible across platforms and backends.

@@ -14,6 +14,7 @@ pub(crate) mod registry;
 pub(crate) mod replay_hooks;
 mod shape_ops;
 mod std_ops;
+mod sym_bool;
 mod sym_int;
 pub(crate) mod sync;
 
@@ -21,6 +22,7 @@ pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
 pub use grad_mode::no_grad;
+pub use sym_bool::SymBool;
 pub use sym_int::SymInt;
 
 use crate::device::Device;

@@ -1,15 +1,17 @@
 //! Shape ops: reshape, permute, broadcast, concatenation, slicing.
 
-use super::create::clamp_size;
+use super::create::{clamp_size, size_args};
 use super::dim::{resolve_in, DimIndex, ResolveDim};
+use super::sym_int::anchors_of;
 use super::{size_deps_for, Tensor};
 use crate::dtype::{result_type, Priority};
 use crate::ir::check::SizeCheck;
 use crate::ir::node::shape_string;
-use crate::ir::Op;
+use crate::ir::{Node, Op};
 use crate::symint::{Shape, SizeExpr};
 use crate::SymInt;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 impl Tensor {
     /// The same elements in a new shape; one entry may be `-1` (inferred).
@@ -88,13 +90,64 @@ impl Tensor {
         Some(Tensor::from_node(node, self.device()))
     }
 
+    /// The same elements in a shape of `sizes`, which may be dynamic
+    /// (sizes of this or other tensors, and sums and products of them).
+    ///
+    /// The element counts must be equal as size expressions (`[n, 3]` into
+    /// `[3 * n]` or `[n, 3, 1]`), and the result may have at most one
+    /// dynamic dimension unless it only adds or removes size-1 dims (XLA
+    /// cannot express more); otherwise it panics naming both shapes. A
+    /// size that is always negative panics; one that may be negative
+    /// (`n - 2`) is taken as 0 when it is.
+    ///
+    /// ```
+    /// use lazyxla::{SymInt, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])
+    ///     .unwrap()
+    ///     .mark_dynamic(0, 8);
+    /// let n = x.size(0);
+    /// let flat = x.reshape_sym(&[&n * 2]);
+    /// assert_eq!(flat.shape_string(), "[<=16]");
+    /// let back = flat.reshape_sym(&[n, SymInt::from(2)]);
+    /// assert_eq!((&back - &x).abs().sum().item::<f32>().unwrap(), 0.0);
+    /// ```
+    pub fn reshape_sym(&self, sizes: &[SymInt]) -> Tensor {
+        let input = self.shape_exprs();
+        let shape = size_args("reshape_sym", sizes);
+        let numel = |s: &[SizeExpr]| s.iter().fold(SizeExpr::constant(1), |a, d| a.mul(d));
+        let (from, to) = (numel(&input), numel(&shape));
+        if from != to {
+            let count = |n: &SizeExpr| SymInt::from_expr(n.clone()).describe();
+            panic!(
+                "reshape_sym: cannot reshape {} ({} elements) into {} ({} elements): the element counts must be equal as size expressions; pass sizes whose product is {}",
+                shape_string(&input),
+                count(&from),
+                shape_string(&shape),
+                count(&to),
+                count(&from)
+            );
+        }
+        let mut candidates = vec![self.node()];
+        candidates.extend(anchors_of(sizes));
+        let exprs: Vec<SizeExpr> = sizes.iter().map(|s| s.expr.clone()).collect();
+        let checks = super::guard::non_negative_checks("reshape_sym", &exprs)
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.reshape_to(shape, &candidates)
+            .checked(checks, &candidates)
+    }
+
     /// Reshape to size expressions; `others` may define their variables.
     pub(crate) fn reshape_exprs(&self, shape: Shape, others: &[&Tensor]) -> Tensor {
+        let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
+        self.reshape_to(shape, &candidates)
+    }
+
+    /// Reshape to size expressions; `candidates` may define their variables.
+    fn reshape_to(&self, shape: Shape, candidates: &[Arc<Node>]) -> Tensor {
         if shape == self.shape_exprs() {
             return self.clone();
         }
-        let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
-        let deps = size_deps_for(&shape, &candidates);
+        let deps = size_deps_for(&shape, candidates);
         Tensor::apply(Op::Reshape { shape }, &[self], deps)
     }
 

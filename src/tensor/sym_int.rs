@@ -87,13 +87,7 @@ impl SymInt {
     }
 
     fn combine(&self, other: &SymInt, expr: SizeExpr) -> SymInt {
-        let mut anchors = self.anchors.clone();
-        for a in &other.anchors {
-            if !anchors.iter().any(|b| Arc::ptr_eq(a, b)) {
-                anchors.push(a.clone());
-            }
-        }
-        SymInt::new(expr, anchors)
+        SymInt::new(expr, anchors_of([self, other]))
     }
 
     fn unary(&self, expr: SizeExpr) -> SymInt {
@@ -137,6 +131,19 @@ impl SymInt {
             self.upper_bound()
         )
     }
+}
+
+/// The anchors of `sizes`, each node once.
+pub(crate) fn anchors_of<'a>(
+    sizes: impl IntoIterator<Item = &'a SymInt>,
+) -> SmallVec<[Arc<Node>; 1]> {
+    let mut anchors: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
+    for a in sizes.into_iter().flat_map(|s| &s.anchors) {
+        if !anchors.iter().any(|b| Arc::ptr_eq(a, b)) {
+            anchors.push(a.clone());
+        }
+    }
+    anchors
 }
 
 impl From<i64> for SymInt {
