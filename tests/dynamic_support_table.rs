@@ -65,6 +65,14 @@ fn apply(op: &str) -> Option<()> {
                 + v.unique().sum()
                 + v.unique_with_counts().1.to_dtype(lazyxla::DType::F32).sum()
         }
+        "arange_sym" | "zeros_sym" | "ones_sym" | "full_sym" | "reshape_sym" => {
+            let n = v.size(0);
+            Tensor::arange_sym(&(n.clone() - 1)).to_dtype(lazyxla::DType::F32).sum()
+                + Tensor::zeros_sym(&[n.clone(), 2.into()], lazyxla::DType::F32).sum()
+                + Tensor::ones_sym(&[n.clone()], lazyxla::DType::F32).sum()
+                + Tensor::full_sym(&[n.clone()], 2.0, lazyxla::DType::F32).sum()
+                + m.reshape_sym(&[2.into(), n]).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
