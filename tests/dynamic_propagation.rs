@@ -78,7 +78,8 @@ backend_test! {
         assert!(e.starts_with("add"), "{e}");
         assert!(e.contains("in [0, 5]") && e.contains("in [0, 4]"), "both size expressions with bounds: {e}");
         assert!(e.contains("they are 3 and 2") && e.contains("pad_to_bound"), "{e}");
-        // Equal when the program runs: the check passes.
+        // Equal when the program runs: the check passes (two nonzero results
+        // of the same input share their size: tests/size_identity.rs).
         let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
         let y = Tensor::from_vec(vec![0.0f32, 7.0, 2.0], &[3]).unwrap();
         let (p, q) = (x.nonzero(), y.nonzero());

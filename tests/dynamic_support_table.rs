@@ -67,7 +67,9 @@ fn apply(op: &str) -> Option<()> {
         }
         "arange_sym" | "zeros_sym" | "ones_sym" | "full_sym" | "reshape_sym" => {
             let n = v.size(0);
-            Tensor::arange_sym(&(n.clone() - 1)).to_dtype(lazyxla::DType::F32).sum()
+            Tensor::arange_sym(&(n.clone() - 1))
+                .to_dtype(lazyxla::DType::F32)
+                .sum()
                 + Tensor::zeros_sym(&[n.clone(), 2.into()], lazyxla::DType::F32).sum()
                 + Tensor::ones_sym(&[n.clone()], lazyxla::DType::F32).sum()
                 + Tensor::full_sym(&[n.clone()], 2.0, lazyxla::DType::F32).sum()

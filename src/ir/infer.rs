@@ -1,12 +1,14 @@
 //! Shape and dtype inference: one exhaustive `match` over [`Op`].
 //!
 //! Inference is the single place that decides whether an op accepts its
-//! operands. It never runs anything; dynamic ops introduce fresh size
-//! variables here, with bounds from their operands' bounds.
+//! operands. It never runs anything; dynamic ops introduce size variables
+//! here, with bounds from their operands' bounds: one per quantity they
+//! count, shared by every op counting the same (see `ir::size_source`).
 
 use super::check::CheckKind;
 use super::node::{shape_string, Node};
 use super::op::{BinaryOp, Op, UnaryOp};
+use super::size_source::{size_var, SizeKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::symint::{Shape, SizeExpr, VarRef};
@@ -577,7 +579,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         Op::Nonzero => {
             arity(1)?;
             let x = &inputs[0];
-            let n = VarRef::fresh(0, bound_numel(&x.shape));
+            let n = size_var(SizeKind::Nonzero, x, 0, bound_numel(&x.shape));
             Ok((
                 DType::I64,
                 smallvec![SizeExpr::var(n), SizeExpr::constant(x.shape.len() as i64)],
@@ -593,7 +595,8 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
                 ));
             }
             same_shape("masked_select", x, mask)?;
-            let n = VarRef::fresh(0, bound_numel(&x.shape));
+            // The count of true elements of the mask: `nonzero(mask)`'s.
+            let n = size_var(SizeKind::Nonzero, mask, 0, bound_numel(&mask.shape));
             Ok((x.dtype, smallvec![SizeExpr::var(n)]))
         }
         Op::Unique => {
@@ -607,7 +610,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             }
             let total = bound_numel(&x.shape);
             let lo = if min_numel(&x.shape) > 0 { 1 } else { 0 };
-            let n = VarRef::fresh(lo, total.max(lo));
+            let n = size_var(SizeKind::Distinct, x, lo, total.max(lo));
             Ok((x.dtype, smallvec![SizeExpr::var(n)]))
         }
         Op::UniqueCounts => {

@@ -8,6 +8,7 @@ pub mod op;
 pub(crate) mod print;
 pub(crate) mod program;
 pub(crate) mod random;
+pub(crate) mod size_source;
 
 pub use node::{live_node_count, Node};
 pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, UnaryOp};

@@ -22,12 +22,10 @@ pub(crate) fn cell(v: &VarRef) -> Option<Arc<SizeCell>> {
     TABLE.lock().as_ref()?.get(&v.0.id).cloned()
 }
 
-/// True once `v` has a value.
+/// True once `v` has a value (the variable's own flag, set by [`bind`]
+/// once its cell is in the table: no lock to take).
 pub(crate) fn is_bound(v: &VarRef) -> bool {
-    TABLE
-        .lock()
-        .as_ref()
-        .is_some_and(|m| m.contains_key(&v.0.id))
+    v.is_computed()
 }
 
 /// Binds `v` to the cell of its value; the first binding stays (a value
@@ -36,10 +34,15 @@ pub(crate) fn bind(v: &VarRef, cell: Arc<SizeCell>) -> Arc<SizeCell> {
     static FORGET_ON_DROP: Once = Once::new();
     FORGET_ON_DROP.call_once(|| crate::symint::var::on_drop(forget));
     let mut t = TABLE.lock();
-    t.get_or_insert_with(FxHashMap::default)
+    let bound = t
+        .get_or_insert_with(FxHashMap::default)
         .entry(v.0.id)
         .or_insert(cell)
-        .clone()
+        .clone();
+    // Also tells `ir::size_source` that the variable may no longer be
+    // shared by new nodes.
+    v.mark_computed();
+    bound
 }
 
 /// Forgets the value of the dropped variable `id`.

@@ -2,15 +2,17 @@
 
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, OnceLock, Weak};
 
 static NEXT_VAR: AtomicU64 = AtomicU64::new(0);
 
 /// One data-dependent size: the length of a dynamic dimension introduced by a
 /// dynamic op (`nonzero`, `masked_select`, `unique`) or by `mark_dynamic`.
+/// Dynamic ops counting the same quantity of the same value share one
+/// variable (`ir::size_source`), so several nodes may define it.
 ///
-/// Invariant: every graph node whose shape mentions a variable has the node
+/// Invariant: every graph node whose shape mentions a variable has a node
 /// that defines it among its transitive inputs, or the variable is already
 /// bound to a computed size (`runtime::size_values`), so any program that
 /// needs the value can compute it or receive it as an argument.
@@ -22,6 +24,12 @@ pub(crate) struct DimVar {
     pub lo: i64,
     /// Largest possible value (the bound).
     pub hi: i64,
+    /// True once a program has computed the value (set by
+    /// `runtime::size_values::bind`, never cleared: a value never changes).
+    computed: AtomicBool,
+    /// Told this variable's id when it drops, besides [`on_drop`]'s
+    /// function: the table that made it (`ir::size_source`) forgets it.
+    on_drop: Option<fn(u64)>,
 }
 
 /// Told the id of every variable dropped from now on (the runtime, which
@@ -39,6 +47,9 @@ impl Drop for DimVar {
         if let Some(f) = ON_DROP.get() {
             f(self.id);
         }
+        if let Some(f) = self.on_drop {
+            f(self.id);
+        }
     }
 }
 
@@ -49,12 +60,62 @@ pub(crate) struct VarRef(pub Arc<DimVar>);
 impl VarRef {
     /// A fresh variable with bounds `[lo, hi]`.
     pub fn fresh(lo: i64, hi: i64) -> VarRef {
+        VarRef::fresh_with_drop(lo, hi, None)
+    }
+
+    /// A fresh variable with bounds `[lo, hi]` that tells `on_drop` its id
+    /// when it drops (a table of variables held weakly, which forgets it).
+    /// `on_drop` runs inside the drop of the variable's last handle: it
+    /// must not wait for a lock its caller might hold.
+    pub fn fresh_with_drop(lo: i64, hi: i64, on_drop: Option<fn(u64)>) -> VarRef {
         debug_assert!(lo <= hi);
         VarRef(Arc::new(DimVar {
             id: NEXT_VAR.fetch_add(1, AtomicOrdering::Relaxed),
             lo,
             hi,
+            computed: AtomicBool::new(false),
+            on_drop,
         }))
+    }
+
+    /// The process-wide id.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// A handle that does not keep the variable alive.
+    pub fn downgrade(&self) -> WeakVar {
+        WeakVar(Arc::downgrade(&self.0))
+    }
+
+    /// True once a program has computed the value (see
+    /// [`mark_computed`](VarRef::mark_computed)).
+    pub fn is_computed(&self) -> bool {
+        self.0.computed.load(AtomicOrdering::Acquire)
+    }
+
+    /// Records that the value has been computed. Only the runtime's table
+    /// of values (`runtime::size_values::bind`) calls this, after it holds
+    /// the value.
+    pub fn mark_computed(&self) {
+        self.0.computed.store(true, AtomicOrdering::Release);
+    }
+}
+
+/// A weak handle to a [`DimVar`]: names a variable without keeping it alive.
+#[derive(Clone, Debug)]
+pub(crate) struct WeakVar(Weak<DimVar>);
+
+impl WeakVar {
+    /// The variable, if it is still alive.
+    pub fn upgrade(&self) -> Option<VarRef> {
+        self.0.upgrade().map(VarRef)
+    }
+
+    /// True while some handle keeps the variable alive (a hint: it may
+    /// drop right after).
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
     }
 }
 
