@@ -71,8 +71,8 @@ fn apply(op: &str) -> Option<()> {
                 .to_dtype(lazyxla::DType::F32)
                 .sum()
                 + Tensor::zeros_sym(&[n.clone(), 2.into()], lazyxla::DType::F32).sum()
-                + Tensor::ones_sym(&[n.clone()], lazyxla::DType::F32).sum()
-                + Tensor::full_sym(&[n.clone()], 2.0, lazyxla::DType::F32).sum()
+                + Tensor::ones_sym(std::slice::from_ref(&n), lazyxla::DType::F32).sum()
+                + Tensor::full_sym(std::slice::from_ref(&n), 2.0, lazyxla::DType::F32).sum()
                 + m.reshape_sym(&[2.into(), n]).sum()
         }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),

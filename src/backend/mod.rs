@@ -44,7 +44,8 @@ pub(crate) struct ExecArgs<'a> {
 /// What one execution produced: every output buffer in the program's
 /// order, each taken once. For each result, its buffer, then one buffer
 /// per dynamic dimension holding that dimension's size; after the
-/// results, the requested size outputs.
+/// results, the requested size outputs; last, for a program with size
+/// checks, their status (see [`Backend::check_status`]).
 ///
 /// One flat list, the one the plugin's wrapper fills: results reach their
 /// tensors with no list of their own, allocated or copied.
@@ -77,6 +78,16 @@ impl ExecOutputs {
     /// True when output `at` is there to take.
     pub fn has(&self, at: usize) -> bool {
         matches!(self.buffers.get(at), Some(Some(_)))
+    }
+
+    /// Takes the last output (a program's check status).
+    pub fn take_last(&mut self) -> Result<DeviceBuffer> {
+        let at = self.buffers.len().checked_sub(1).ok_or_else(|| {
+            crate::Error::internal("execute", "a program with checks returned no status")
+        })?;
+        let b = self.take(at)?;
+        self.buffers.pop();
+        Ok(b)
     }
 
     /// Takes output `at`.
@@ -116,6 +127,10 @@ pub(crate) trait Backend: Send + Sync {
     /// Copies the real elements (`shape`, within the buffer's bound) to the
     /// host.
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray>;
+    /// Reads the status that a program with size checks returns as its
+    /// last output (`ir::check`), waiting for the program if it still
+    /// runs, and turns a failed check into its error.
+    fn check_status(&self, exe: &ExecutableRef, status: &DeviceBuffer) -> Result<()>;
     /// Reads a size buffer produced by `execute`.
     fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64>;
     /// The concrete backend, for backend-specific debugging hooks.

@@ -297,6 +297,10 @@ pub(super) struct Variant {
     device: Device,
     /// `None` when the step computed nothing.
     program: Option<ExecutableRef>,
+    /// True when the program makes size checks: a replay reads their
+    /// status (its last output) before it binds anything, since results
+    /// move into tensors in place and could not be given back.
+    checked: bool,
     /// The program's parameters, in order.
     params: Vec<Param>,
     /// The size arguments of the program: (input, dimension).

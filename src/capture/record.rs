@@ -199,6 +199,7 @@ where
         signature,
         device: device.clone(),
         program: None,
+        checked: false,
         params: Vec::new(),
         arg_sizes: Vec::new(),
         outputs: Vec::new(),
@@ -210,6 +211,7 @@ where
     };
     if let Some(s) = &synced {
         variant.program = Some(s.ran.exe.clone());
+        variant.checked = s.ran.outputs_checked;
         for d in &s.ran.params {
             let (source, guard) = sources
                 .get(&Arc::as_ptr(d))

@@ -33,6 +33,9 @@ pub(super) fn replay(
             }
         }
     }
+    // A lazy step before this one whose checks are unread may have
+    // computed what the replay reads.
+    crate::tensor::sync::verify()?;
     let data = match gather(v, nodes)? {
         Gathered::Data(data) => data,
         Gathered::Pending(pending) => {
@@ -64,7 +67,11 @@ pub(super) fn replay(
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
-    let out = sync::execute(&v.device, exe, &ExecArgs { params, vars })?;
+    let mut out = sync::execute(&v.device, exe, &ExecArgs { params, vars })?;
+    if v.checked {
+        let status = out.take_last()?;
+        v.device.backend().check_status(exe, &status)?;
+    }
     // Released before the results are bound: a result may move into a
     // parameter's data in place, which needs it unshared. (The backend
     // keeps what the running program reads alive on its own.)

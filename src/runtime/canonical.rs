@@ -30,6 +30,9 @@ pub(crate) struct Traced<'a> {
     pub params_data: Vec<Arc<DeviceData>>,
     /// The cell of each `VarSource::Arg` variable, in order.
     pub var_args: Vec<Arc<SizeCell>>,
+    /// True when a node makes size checks: the program then returns their
+    /// status last (see `Backend::check_status`).
+    pub checked: bool,
 }
 
 impl Traced<'_> {
@@ -195,7 +198,9 @@ pub(crate) fn trace<'a>(
         let i = index[&Arc::as_ptr(r)];
         outputs.push(i);
     }
+    let checked = order.iter().any(|n| !n.op.checks().is_empty());
     let mut traced = Traced {
+        checked,
         order,
         index,
         params,

@@ -24,6 +24,10 @@ pub(crate) struct DeviceData {
     storage: Storage,
     /// One entry per dimension; `Some` exactly for dynamic dimensions.
     pub sizes: SizeCells,
+    /// Set when the program that computed this data failed a size check
+    /// found only after it was bound (see `tensor::sync::verify`): every
+    /// use of the data is then that error.
+    failed: OnceLock<Box<crate::Error>>,
 }
 
 /// Where the elements are. A program's result is on the device from the
@@ -57,6 +61,7 @@ impl DeviceData {
             device,
             storage: Storage::Device(buffer),
             sizes,
+            failed: OnceLock::new(),
         }
     }
 
@@ -74,11 +79,21 @@ impl DeviceData {
                 pending: Mutex::new(Some((host, bound))),
             },
             sizes,
+            failed: OnceLock::new(),
         }
+    }
+
+    /// Marks the data as computed by a program whose size check `e`
+    /// failed: every later use is that error.
+    pub fn fail(&self, e: crate::Error) {
+        let _ = self.failed.set(Box::new(e));
     }
 
     /// The device buffer, uploading the host data the first time.
     pub fn buffer(&self) -> crate::Result<&DeviceBuffer> {
+        if let Some(e) = self.failed.get() {
+            return Err((**e).clone());
+        }
         let (buffer, pending) = match &self.storage {
             Storage::Device(b) => return Ok(b),
             Storage::Host { buffer, pending } => (buffer, pending),

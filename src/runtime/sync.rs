@@ -44,6 +44,26 @@ pub(crate) struct Synced {
     pub data_nodes: Vec<Arc<Node>>,
     /// The execution.
     pub ran: Ran,
+    /// The status of the program's size checks, not read yet: the caller
+    /// reads it before anyone reads these results (see
+    /// `tensor::sync::verify`), so a step never waits for its own program.
+    pub status: Option<Status>,
+}
+
+/// A program's check status, to read once the program is done (see
+/// `Backend::check_status`).
+pub(crate) struct Status {
+    device: Device,
+    exe: ExecutableRef,
+    buffer: DeviceBuffer,
+}
+
+impl Status {
+    /// Waits for the program if it still runs; the error of the first
+    /// failed check, if any.
+    pub fn check(&self) -> Result<()> {
+        self.device.backend().check_status(&self.exe, &self.buffer)
+    }
 }
 
 /// Computes `roots` (distinct pending nodes of one device) in one program
@@ -51,6 +71,14 @@ pub(crate) struct Synced {
 /// has rebound its handles to the results. On error nothing is computed.
 pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced> {
     let mut ran = run(device, &roots, &[], &[]).map_err(|e| step_failed(e, &roots))?;
+    let status = match ran.outputs_checked {
+        true => Some(Status {
+            device: device.clone(),
+            exe: ran.exe.clone(),
+            buffer: ran.outputs.take_last()?,
+        }),
+        false => None,
+    };
     let mut data_nodes = Vec::with_capacity(roots.len());
     let mut at = 0;
     for root in &roots {
@@ -69,6 +97,7 @@ pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced
         roots,
         data_nodes,
         ran,
+        status,
     })
 }
 
@@ -94,6 +123,11 @@ fn step_failed(e: crate::Error, roots: &[Arc<Node>]) -> crate::Error {
 pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
     let _guard = SYNC.lock();
     let mut ran = run(device, &[], include, vars)?;
+    if ran.outputs_checked {
+        // Sizes are read as soon as they are computed: check at once.
+        let status = ran.outputs.take_last()?;
+        device.backend().check_status(&ran.exe, &status)?;
+    }
     // The size outputs follow the results, and no result was asked for.
     let first = ran.outputs.len().saturating_sub(vars.len());
     for (i, v) in vars.iter().enumerate() {
@@ -179,6 +213,9 @@ pub(crate) struct Ran {
     pub params: Vec<Arc<DeviceData>>,
     /// The variables whose values were passed as arguments, in order.
     pub arg_vars: Vec<VarRef>,
+    /// True when the program makes size checks (its last output, until
+    /// taken, is their status).
+    pub outputs_checked: bool,
 }
 
 /// Traces, compiles (or takes from the cache) and executes a program that
@@ -215,5 +252,6 @@ fn run(
         exe,
         arg_vars: traced.arg_vars(),
         params: std::mem::take(&mut traced.params_data),
+        outputs_checked: traced.checked,
     })
 }

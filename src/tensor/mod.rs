@@ -156,12 +156,27 @@ impl Tensor {
 
     /// Replaces the node if it is still `expected` (a concurrent in-place
     /// update wins over a sync result).
-    pub(crate) fn rebind_if_unchanged(&self, expected: &Arc<Node>, new: Arc<Node>) {
+    /// Returns, when it rebinds, the value the tensor had before it was
+    /// `assign`ed since its last sync (`Some(None)` when it was not).
+    pub(crate) fn rebind_if_unchanged(
+        &self,
+        expected: &Arc<Node>,
+        new: Arc<Node>,
+    ) -> Option<Option<Arc<Node>>> {
         let mut n = self.inner.node.lock();
         if Arc::ptr_eq(&n, expected) {
             *n = new;
-            self.inner.before_assign.lock().take();
+            Some(self.inner.before_assign.lock().take())
+        } else {
+            None
         }
+    }
+
+    /// Gives the tensor back the value `before` it had before a step that
+    /// failed a size check (see `tensor::sync::verify`).
+    pub(crate) fn restore_to(&self, before: Arc<Node>) {
+        *self.inner.node.lock() = before;
+        self.inner.before_assign.lock().take();
     }
 
     /// After a step whose size check failed: a tensor `assign`ed since it

@@ -16,6 +16,21 @@ impl Tensor {
     /// Computes the tensor if needed and copies its real elements to the
     /// host.
     pub(crate) fn to_host(&self) -> Result<HostArray> {
+        let (host, read) = self.download()?;
+        // The step that computed the value may not have had its size
+        // checks read yet: read them now, after the transfer has waited
+        // for its program. A failed step restores a tensor it assigned (then
+        // read the restored value) or fails its results.
+        match sync::verify() {
+            Ok(()) => Ok(host),
+            Err(e) if Arc::ptr_eq(&read, &self.node()) => Err(e),
+            Err(_) => self.download().map(|(host, _)| host),
+        }
+    }
+
+    /// [`Tensor::to_host`] without the step's size checks; also returns the
+    /// node read.
+    fn download(&self) -> Result<(HostArray, Arc<crate::ir::Node>)> {
         if self.is_pending() {
             sync::sync_tensors(std::slice::from_ref(self))?;
         }
@@ -23,7 +38,7 @@ impl Tensor {
         let data = crate::runtime::device_data::of(&node)
             .ok_or_else(|| Error::internal("read", "a computed tensor without data"))?;
         if let Some(h) = data.host_copy() {
-            return Ok((*h).clone());
+            return Ok(((*h).clone(), node.clone()));
         }
         let mut shape = Vec::with_capacity(node.shape.len());
         for (d, e) in node.shape.iter().enumerate() {
@@ -38,7 +53,7 @@ impl Tensor {
         let buffer = data.buffer()?;
         let host = data.device.backend().download(buffer, &shape)?;
         metrics::inc(metrics::Counter::TransferFromDevice);
-        Ok(host)
+        Ok((host, node.clone()))
     }
 
     /// The elements in row-major order (a dynamic tensor gives its real

@@ -151,6 +151,7 @@ impl SymBool {
         }
         let anchors = anchors_of([&self.lhs, &self.rhs]);
         let exprs = [self.lhs.expr.clone(), self.rhs.expr.clone()];
+        super::sync::verify()?;
         let v = crate::runtime::materialize::materialize_all(&exprs, &anchors)?;
         Ok(self.cmp.apply(v[0], v[1]))
     }

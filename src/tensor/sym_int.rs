@@ -83,6 +83,7 @@ impl SymInt {
     /// counts `SizeMaterialization`, and caches the answer so that asking
     /// again runs nothing.
     pub fn materialize(&self) -> Result<i64> {
+        super::sync::verify()?;
         crate::runtime::materialize::materialize(&self.expr, &self.anchors)
     }
 

@@ -1,13 +1,55 @@
 //! `mark_step` and syncing tensors: the runtime computes their pending
 //! nodes, and the tensors are rebound to the data leaves it returns.
 
-use super::{registry, Tensor};
+use super::{registry, Tensor, TensorInner};
 use crate::device::Device;
 use crate::ir::{Node, Op};
 use crate::metrics;
+use crate::runtime::device_data::{self, DeviceData};
 use crate::runtime::sync::{self, Synced};
 use crate::Result;
-use std::sync::Arc;
+use parking_lot::Mutex;
+use std::sync::{Arc, Weak};
+
+/// The last step whose size checks were not read yet (see [`verify`]).
+static UNVERIFIED: Mutex<Option<Unverified>> = Mutex::new(None);
+
+/// A step bound to its tensors before its size checks were read.
+struct Unverified {
+    status: sync::Status,
+    /// Each tensor the step rebound, with the value it had before the step
+    /// when the step assigned it.
+    rebound: Vec<(Weak<TensorInner>, Option<Arc<Node>>)>,
+    /// The data the step computed.
+    results: Vec<Arc<DeviceData>>,
+}
+
+/// Reads the size checks (`ir::check`) of the last step, if nobody has
+/// yet. A sync starts its program and binds the results without waiting
+/// for it, as every sync does; the checks are read before anything uses
+/// those results: by `mark_step` before it returns, by a read after its
+/// transfer (which waits for the program anyway), and before the next
+/// sync, size read or replay. When a check failed, the step is undone:
+/// every tensor it assigned gets its value from before the step back, its
+/// other results fail with the check's error wherever they are used, and
+/// this returns that error.
+pub(crate) fn verify() -> Result<()> {
+    let Some(u) = UNVERIFIED.lock().take() else {
+        return Ok(());
+    };
+    let Err(e) = u.status.check() else {
+        return Ok(());
+    };
+    for d in &u.results {
+        d.fail(e.clone());
+    }
+    for (t, before) in u.rebound {
+        if let (Some(inner), Some(before)) = (t.upgrade(), before) {
+            Tensor::from_inner(inner).restore_to(before);
+        }
+    }
+    Err(e)
+}
 
 /// Computes every live tensor with pending work, one program per device
 /// (in practice, the default device), and leaves them holding device data.
@@ -36,7 +78,7 @@ pub fn mark_step() -> crate::Result<()> {
             .collect();
         sync_tensors(&group)?;
     }
-    Ok(())
+    verify()
 }
 
 /// Computes `tensors` (all on one device) in one program and rebinds them
@@ -49,6 +91,7 @@ pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
 /// [`sync_tensors`], returning what ran (`None` when nothing was pending).
 pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     let _guard = sync::lock();
+    verify()?;
     // Take each distinct pending node once.
     let mut roots: Vec<Arc<Node>> = Vec::new();
     for t in tensors {
@@ -72,11 +115,27 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
             return Err(e);
         }
     };
+    let mut rebound = Vec::new();
     for t in tensors {
         let current = t.node();
         if let Some(i) = synced.roots.iter().position(|r| Arc::ptr_eq(r, &current)) {
-            t.rebind_if_unchanged(&current, synced.data_nodes[i].clone());
+            if let Some(before) = t.rebind_if_unchanged(&current, synced.data_nodes[i].clone()) {
+                rebound.push((Arc::downgrade(&t.inner), before));
+            }
         }
+    }
+    let mut synced = synced;
+    if let Some(status) = synced.status.take() {
+        let results = synced
+            .data_nodes
+            .iter()
+            .filter_map(|n| device_data::shared(n))
+            .collect();
+        *UNVERIFIED.lock() = Some(Unverified {
+            status,
+            rebound,
+            results,
+        });
     }
     Ok(Some(synced))
 }

@@ -213,17 +213,21 @@ impl PjrtBackend {
 }
 
 impl PjrtBackend {
-    /// Reads a program's check status (`i32[3]`, see `lower`) and turns a
-    /// failed check into its error.
-    fn check_status(
+    /// Reads a program's check status (`i32[3]`, see `lower`), once the
+    /// program has completed, and turns a failed check into its error.
+    fn read_status(
         &self,
         checks: &[crate::ir::check::SizeCheck],
         status: &DeviceBuffer,
     ) -> Result<()> {
-        let bytes = self
-            .buffer(status, "execute")?
-            .to_host()
-            .map_err(|e| backend_err(&self.name, "execute", e))?;
+        let mut bytes = [0u8; 12];
+        let b = self.buffer(status, "execute")?;
+        // SAFETY: the program that defines the status has completed (the
+        // caller waited for it), and it is a dense i32[3].
+        if !unsafe { b.read_on_cpu(&mut bytes) } {
+            b.to_host_exact(&mut bytes)
+                .map_err(|e| backend_err(&self.name, "execute", e))?;
+        }
         let v: Vec<i32> = bytes
             .chunks_exact(4)
             .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
@@ -316,15 +320,10 @@ impl Backend for PjrtBackend {
         for s in &args.vars {
             refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
         }
-        let (mut out, done) = pe
+        let (out, done) = pe
             .exe
             .execute_async_into(&refs, |b| Some(DeviceBuffer::new(Storage::Pjrt(b))))
             .map_err(|e| backend_err(&self.name, "execute", e))?;
-        let status = if pe.checks.is_empty() {
-            None
-        } else {
-            out.pop().flatten()
-        };
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
         let previous = self.in_flight.lock().replace(done);
@@ -348,12 +347,6 @@ impl Backend for PjrtBackend {
             }
             pe.ran_once.store(true, Ordering::Relaxed);
             at_exit::register();
-        }
-        if let Some(status) = status {
-            // A failed check fails the step before any result is bound.
-            // Reading the status waits for this program (only programs
-            // with checks wait).
-            self.check_status(&pe.checks, &status)?;
         }
         Ok(ExecOutputs::new(out))
     }
@@ -422,16 +415,26 @@ impl Backend for PjrtBackend {
         self.wait_in_flight("synchronize")
     }
 
+    fn check_status(&self, exe: &ExecutableRef, status: &DeviceBuffer) -> Result<()> {
+        let pe = exe
+            .downcast_ref::<PjrtExecutable>()
+            .ok_or_else(|| Error::internal("pjrt check", "an executable from another backend"))?;
+        // The status is read in place on the CPU plugin, which needs the
+        // program completed: wait for the execution in flight (a status
+        // of an earlier one is complete already, see `execute`).
+        let done = self.in_flight.lock().take();
+        if let Some(done) = done {
+            done.wait()
+                .map_err(|e| backend_err(&self.name, "execute", e))?;
+        }
+        self.read_status(&pe.checks, status)
+    }
+
     fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64> {
         let b = self.buffer(buffer, "read_size")?;
-        let bytes = b
-            .to_host()
+        let mut arr = [0u8; 4];
+        b.to_host_exact(&mut arr)
             .map_err(|e| backend_err(&self.name, "read_size", e))?;
-        let arr: [u8; 4] = bytes.as_slice().try_into().map_err(|_| Error::Backend {
-            backend: self.name.clone(),
-            op: "read_size",
-            message: format!("a size buffer of {} bytes", bytes.len()),
-        })?;
         Ok(i32::from_ne_bytes(arr) as i64)
     }
 }

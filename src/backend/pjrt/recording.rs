@@ -194,6 +194,9 @@ impl Backend for RecordingBackend {
     fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64> {
         self.inner.read_size(buffer)
     }
+    fn check_status(&self, exe: &ExecutableRef, status: &DeviceBuffer) -> Result<()> {
+        self.inner.check_status(exe, status)
+    }
     fn as_any(&self) -> Option<&dyn Any> {
         self.inner.as_any()
     }

@@ -100,7 +100,18 @@ impl Backend for ReferenceBackend {
             };
             out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(v))));
         }
+        if program.nodes.iter().any(|n| !n.op.checks().is_empty()) {
+            // A failed check stopped the evaluation above with its error.
+            out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(-1))));
+        }
         Ok(ExecOutputs::new(out))
+    }
+
+    fn check_status(&self, _exe: &ExecutableRef, status: &DeviceBuffer) -> Result<()> {
+        match read_size(&SizeArg::Device(status))? {
+            -1 => Ok(()),
+            s => Err(err("execute", format!("a check status of {s}"))),
+        }
     }
 
     fn upload(&self, host: &HostArray, _bound: &[usize]) -> Result<DeviceBuffer> {

@@ -168,6 +168,79 @@ impl Buffer {
         self.raw as usize
     }
 
+    /// Reads the first `out.len()` bytes of a buffer in host memory
+    /// directly, when the plugin keeps it there (`PJRT_Buffer_IsOnCpu`, the
+    /// CPU plugin); false when it does not, or cannot say (read it with
+    /// [`Buffer::to_host_exact`] then). A transfer through the plugin costs
+    /// tens of microseconds on the CPU plugin even for a few bytes.
+    ///
+    /// # Safety
+    /// The buffer must be ready (the execution that defines it has
+    /// completed), hold at least `out.len()` bytes, and be dense.
+    pub unsafe fn read_on_cpu(&self, out: &mut [u8]) -> bool {
+        let plugin = &self.client.plugin;
+        let (Ok(is_on_cpu), Ok(pointer)) = (
+            api_fn!(plugin, PJRT_Buffer_IsOnCpu),
+            api_fn!(plugin, PJRT_Buffer_UnsafePointer),
+        ) else {
+            return false;
+        };
+        let mut args = new_args::<sys::BufferIsOnCpuArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args for a live buffer.
+        if plugin
+            .check(unsafe { is_on_cpu(&mut args) }, "PJRT_Buffer_IsOnCpu")
+            .is_err()
+            || !args.is_on_cpu
+        {
+            return false;
+        }
+        let mut args = new_args::<sys::BufferUnsafePointerArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args for a live buffer.
+        if plugin
+            .check(unsafe { pointer(&mut args) }, "PJRT_Buffer_UnsafePointer")
+            .is_err()
+            || args.buffer_pointer == 0
+        {
+            return false;
+        }
+        // SAFETY: host memory of a ready, dense buffer of at least
+        // `out.len()` bytes (the caller's contract), alive while `self` is.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(args.buffer_pointer as *const u8, out.len()) };
+        out.copy_from_slice(bytes);
+        true
+    }
+
+    /// Copies a small buffer whose byte size the caller knows (a size
+    /// scalar, a check status) into `out`: one transfer, where
+    /// [`Buffer::to_host`] first asks the plugin for the size.
+    pub fn to_host_exact(&self, out: &mut [u8]) -> Result<(), PjrtError> {
+        let plugin = &self.client.plugin;
+        let to_host = api_fn!(plugin, PJRT_Buffer_ToHostBuffer)?;
+        // Aligned for any element type (see `to_host`).
+        let mut aligned = [0u128; 4];
+        if out.len() > std::mem::size_of_val(&aligned) {
+            return Err(PjrtError {
+                message: format!("to_host_exact: {} bytes is not a small buffer", out.len()),
+                code: None,
+            });
+        }
+        let mut args = new_args::<sys::BufferToHostBufferArgs>();
+        args.src = self.raw;
+        args.dst = aligned.as_mut_ptr().cast();
+        args.dst_size = out.len();
+        // SAFETY: `aligned` is valid for `out.len()` writes and outlives the
+        // copy, whose completion event is awaited before returning.
+        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")?;
+        // SAFETY: `aligned` spans at least `out.len()` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), out.len()) };
+        out.copy_from_slice(bytes);
+        Ok(())
+    }
+
     /// Copies the logical contents to the host: dense, row-major, of shape
     /// [`Buffer::unpadded_dims`] (padding of dynamic dimensions is dropped).
     pub fn to_host(&self) -> Result<Vec<u8>, PjrtError> {

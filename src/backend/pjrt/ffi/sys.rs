@@ -353,6 +353,26 @@ pub struct BufferToHostBufferArgs {
     pub event: *mut Event,
 }
 
+/// `PJRT_Buffer_IsOnCpu_Args`.
+#[repr(C)]
+pub struct BufferIsOnCpuArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    /// Out: true when the buffer's memory is host memory.
+    pub is_on_cpu: bool,
+}
+
+/// `PJRT_Buffer_UnsafePointer_Args`.
+#[repr(C)]
+pub struct BufferUnsafePointerArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    /// Out: the address of the buffer's memory.
+    pub buffer_pointer: usize,
+}
+
 /// Marks the structs that [`super::new_args`] may build.
 ///
 /// # Safety
@@ -368,6 +388,8 @@ macro_rules! args_structs {
 }
 
 args_structs!(
+    BufferIsOnCpuArgs,
+    BufferUnsafePointerArgs,
     ErrorDestroyArgs,
     ErrorMessageArgs,
     ErrorGetCodeArgs,
@@ -403,8 +425,8 @@ pub type Fallible<Args> = unsafe extern "C" fn(*mut Args) -> *mut Error;
 /// Placeholder for table entries we never call; only their slot matters.
 pub type Unused = unsafe extern "C" fn();
 
-/// `PJRT_Api`, declared up to the last entry we call (`PJRT_Buffer_ToHostBuffer`,
-/// slot 70 of 138 in 0.114). Entries are in header order; every slot is a
+/// `PJRT_Api`, declared up to the last entry we call
+/// (`PJRT_Buffer_UnsafePointer`, slot 73 of 138 in 0.114). Entries are in header order; every slot is a
 /// nullable function pointer, so all are `Option`s.
 ///
 /// Never create a reference to a whole `Api`: a plugin's table may be shorter
@@ -496,6 +518,9 @@ pub struct Api {
     pub PJRT_Buffer_IsDeleted: Option<Unused>,
     pub PJRT_Buffer_CopyToDevice: Option<Unused>,
     pub PJRT_Buffer_ToHostBuffer: Option<Fallible<BufferToHostBufferArgs>>,
+    pub PJRT_Buffer_IsOnCpu: Option<Fallible<BufferIsOnCpuArgs>>,
+    pub PJRT_Buffer_ReadyEvent: Option<Unused>,
+    pub PJRT_Buffer_UnsafePointer: Option<Fallible<BufferUnsafePointerArgs>>,
 }
 
 #[cfg(all(test, target_pointer_width = "64"))]

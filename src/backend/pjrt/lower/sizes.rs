@@ -146,6 +146,11 @@ impl Ctx<'_> {
             };
             self.checks.push((ok, l, r));
         }
+        let sizes = self.expr_sizes(shape, ty)?;
+        if x.ty.dims == ty.dims && x.ty.dynamic == ty.dynamic {
+            // The same bounded type: only the dynamic sizes change.
+            return Ok(self.redyn(x.clone(), ty, &sizes));
+        }
         let mut v = self.padded(x, None);
         for d in 0..ty.rank() {
             let (have, want) = (v.ty.dims[d], ty.dims[d]);
@@ -156,7 +161,6 @@ impl Ctx<'_> {
                 v = self.b.pad(&v, &zero, d, 0, want - have);
             }
         }
-        let sizes = self.expr_sizes(shape, ty)?;
         Ok(self.redyn(v, ty, &sizes))
     }
 

@@ -59,5 +59,8 @@ fn field_offsets_match_header_0_114() {
     assert_eq!(offset_of!(Api, PJRT_Executable_Destroy), 40 + 8 * 40);
     assert_eq!(offset_of!(Api, PJRT_LoadedExecutable_Execute), 40 + 8 * 55);
     assert_eq!(offset_of!(Api, PJRT_Buffer_ToHostBuffer), 40 + 8 * 70);
-    assert_eq!(size_of::<Api>(), 40 + 8 * 71);
+    assert_eq!(offset_of!(Api, PJRT_Buffer_UnsafePointer), 40 + 8 * 73);
+    assert_eq!(size_of::<Api>(), 40 + 8 * 74);
+    assert_eq!(size_of::<BufferIsOnCpuArgs>(), 32);
+    assert_eq!(size_of::<BufferUnsafePointerArgs>(), 32);
 }
