@@ -85,6 +85,10 @@ backend_test! {
         let e = err_text(r.to_vec::<i64>().unwrap_err());
         assert!(e.contains("arange_sym") && e.contains("must not be negative"), "{e}");
         assert!(e.contains("it is -1"), "{e}");
+        // The sized constructors check the same way.
+        let z = Tensor::zeros_sym(&[n.clone() - 3, 2.into()], DType::F32);
+        let e = err_text(z.to_vec::<f32>().unwrap_err());
+        assert!(e.contains("zeros_sym") && e.contains("it is -2"), "{e}");
         // Non-negative: the range as usual.
         let ok = Tensor::arange_sym(&(n + 1));
         assert_eq!(ok.to_vec::<i64>().unwrap(), vec![0, 1]);

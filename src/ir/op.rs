@@ -202,8 +202,9 @@ pub enum Op {
         /// The result's shape (the operand's, or sizes checked equal to
         /// its sizes).
         shape: Shape,
-        /// What must hold; their sizes mention only variables of the
-        /// operand's shape or of `shape`.
+        /// What must hold. The node's `size_deps` define the variables
+        /// they mention that neither the operand nor an earlier program
+        /// computes (a clamp can fold a checked size out of `shape`).
         checks: std::sync::Arc<[SizeCheck]>,
     },
 

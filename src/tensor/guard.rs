@@ -26,7 +26,12 @@ pub(crate) fn guard_node(
     }
     let mut candidates = vec![x.clone()];
     candidates.extend(others.iter().cloned());
-    let deps = size_deps_for(&shape, &candidates);
+    let mut exprs: Vec<SizeExpr> = shape.to_vec();
+    for c in &checks {
+        exprs.push(c.lhs.clone());
+        exprs.push(c.rhs.clone());
+    }
+    let deps = size_deps_for(&exprs, &candidates);
     let mut inputs = Inputs::new();
     inputs.push(x.clone());
     record(
