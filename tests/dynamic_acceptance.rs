@@ -5,21 +5,9 @@
 
 mod common;
 
+use common::Lcg;
 use common::{assert_close, panic_message};
 use lazyxla::{mark_step, metrics, DType, Tensor};
-
-/// A small deterministic generator for host-side test data.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
 
 backend_test! {
     fn nonzero_sizes_print_bounds_and_arithmetic_follows() {

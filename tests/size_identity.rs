@@ -6,27 +6,9 @@
 mod common;
 
 use common::assert_close;
+use common::Lcg;
 use lazyxla::metrics::counter;
 use lazyxla::{capture, mark_step, DType, Tensor};
-
-/// A small deterministic generator for host-side test data.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-
-    fn floats(&mut self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|_| (self.next() % 1000) as f32 / 1000.0)
-            .collect()
-    }
-}
 
 fn host_masked(v: &[f32], m: &[bool]) -> Vec<f32> {
     v.iter()

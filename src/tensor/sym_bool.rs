@@ -4,6 +4,7 @@
 
 use super::sym_int::anchors_of;
 use super::SymInt;
+use crate::ir::CmpOp;
 use crate::Result;
 use std::fmt;
 
@@ -25,42 +26,44 @@ use std::fmt;
 /// ```
 #[derive(Clone)]
 pub struct SymBool {
-    cmp: Cmp,
+    cmp: CmpOp,
     lhs: SymInt,
     rhs: SymInt,
 }
 
-/// A comparison operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
+/// The comparisons of sizes are those of tensors (`ir::CmpOp`), applied
+/// to integers.
+trait SizeCmp: Sized {
+    /// The operator as printed.
+    fn symbol(self) -> &'static str;
+    /// The comparison that holds exactly when this one does not.
+    fn negated(self) -> Self;
+    /// The answer for `lhs - rhs` in `[lo, hi]`, when all agree.
+    fn decide(self, lo: i64, hi: i64) -> Option<bool>;
+    /// The comparison of two values.
+    fn apply(self, a: i64, b: i64) -> bool;
 }
 
-impl Cmp {
+impl SizeCmp for CmpOp {
     fn symbol(self) -> &'static str {
         match self {
-            Cmp::Eq => "==",
-            Cmp::Ne => "!=",
-            Cmp::Lt => "<",
-            Cmp::Le => "<=",
-            Cmp::Gt => ">",
-            Cmp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
         }
     }
 
-    fn negated(self) -> Cmp {
+    fn negated(self) -> CmpOp {
         match self {
-            Cmp::Eq => Cmp::Ne,
-            Cmp::Ne => Cmp::Eq,
-            Cmp::Lt => Cmp::Ge,
-            Cmp::Le => Cmp::Gt,
-            Cmp::Gt => Cmp::Le,
-            Cmp::Ge => Cmp::Lt,
+            CmpOp::Eq => CmpOp::Ne,
+            CmpOp::Ne => CmpOp::Eq,
+            CmpOp::Lt => CmpOp::Ge,
+            CmpOp::Le => CmpOp::Gt,
+            CmpOp::Gt => CmpOp::Le,
+            CmpOp::Ge => CmpOp::Lt,
         }
     }
 
@@ -68,12 +71,12 @@ impl Cmp {
     /// when every value there gives the same one.
     fn decide(self, lo: i64, hi: i64) -> Option<bool> {
         let (always, never) = match self {
-            Cmp::Eq => (lo == 0 && hi == 0, lo > 0 || hi < 0),
-            Cmp::Ne => (lo > 0 || hi < 0, lo == 0 && hi == 0),
-            Cmp::Lt => (hi < 0, lo >= 0),
-            Cmp::Le => (hi <= 0, lo > 0),
-            Cmp::Gt => (lo > 0, hi <= 0),
-            Cmp::Ge => (lo >= 0, hi < 0),
+            CmpOp::Eq => (lo == 0 && hi == 0, lo > 0 || hi < 0),
+            CmpOp::Ne => (lo > 0 || hi < 0, lo == 0 && hi == 0),
+            CmpOp::Lt => (hi < 0, lo >= 0),
+            CmpOp::Le => (hi <= 0, lo > 0),
+            CmpOp::Gt => (lo > 0, hi <= 0),
+            CmpOp::Ge => (lo >= 0, hi < 0),
         };
         if always {
             Some(true)
@@ -86,18 +89,18 @@ impl Cmp {
 
     fn apply(self, a: i64, b: i64) -> bool {
         match self {
-            Cmp::Eq => a == b,
-            Cmp::Ne => a != b,
-            Cmp::Lt => a < b,
-            Cmp::Le => a <= b,
-            Cmp::Gt => a > b,
-            Cmp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
         }
     }
 }
 
 impl SymBool {
-    fn new(cmp: Cmp, lhs: &SymInt, rhs: SymInt) -> SymBool {
+    fn new(cmp: CmpOp, lhs: &SymInt, rhs: SymInt) -> SymBool {
         SymBool {
             cmp,
             lhs: lhs.clone(),
@@ -214,7 +217,7 @@ macro_rules! comparisons {
             $(
                 $(#[$doc])*
                 pub fn $name(&self, other: impl Into<SymInt>) -> SymBool {
-                    SymBool::new(Cmp::$cmp, self, other.into())
+                    SymBool::new(CmpOp::$cmp, self, other.into())
                 }
             )*
         }
@@ -243,13 +246,20 @@ comparisons! {
 
 #[cfg(test)]
 mod tests {
-    use super::Cmp;
+    use super::{CmpOp, SizeCmp};
 
     /// Every operator's decision over small intervals agrees with checking
     /// every value in them.
     #[test]
     fn decisions_match_every_value_of_the_interval() {
-        let ops = [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge];
+        let ops = [
+            CmpOp::Eq,
+            CmpOp::Ne,
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Gt,
+            CmpOp::Ge,
+        ];
         for op in ops {
             for lo in -3..=3 {
                 for hi in lo..=3 {

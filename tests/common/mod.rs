@@ -109,3 +109,24 @@ pub fn panic_message(f: impl FnOnce()) -> String {
             .unwrap_or_default(),
     }
 }
+
+/// A small deterministic generator for host-side test data.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next pseudo-random value (31 bits).
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    /// `n` values in `[0, 1)`, in steps of 0.001.
+    pub fn floats(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.next() % 1000) as f32 / 1000.0)
+            .collect()
+    }
+}
