@@ -182,6 +182,13 @@ backend_test! {
         check_conv2d([2, 3, 4, 4], [6, 1, 3, 3], depthwise, true);
         // A 1x1 kernel with padding larger than the kernel.
         check_conv2d([1, 2, 3, 3], [2, 2, 1, 1], Cfg { padding: (2, 1), ..PLAIN }, false);
+        // Unbatched [C, H, W] in, [O, H', W'] out.
+        let x = data(2 * 3 * 4, 14);
+        let w = data(3 * 2 * 2 * 2, 15);
+        let (want, _) = host_conv(&x, [1, 2, 3, 4], &w, [3, 2, 2, 2], PLAIN);
+        let y = f32t(&x, &[2, 3, 4]).conv2d(&f32t(&w, &[3, 2, 2, 2]), None, (1, 1), (0, 0), (1, 1), 1);
+        assert_eq!(y.upper_bounds(), vec![3, 2, 3]);
+        assert_close(&y.to_vec::<f32>().unwrap(), &f32s(&want), 1e-5);
         // f64 in, f64 out.
         let x = data(2 * 9, 4);
         let w = data(4, 5);
@@ -363,19 +370,30 @@ backend_test! {
         let (ws, c) = ([4, 2, 3, 3], Cfg { stride: (2, 1), padding: (1, 1), groups: 2, ..PLAIN });
         let w = data(ws.iter().product(), 51);
         let wt = f32t(&w, &ws).requires_grad(true);
+        let b = data(4, 50);
+        let bt = f32t(&b, &[4]).requires_grad(true);
         for (step, n) in [2usize, 5, 1, 3].into_iter().enumerate() {
             let xs = [n, 4, 5, 4];
             let x = data(xs.iter().product(), 52 + step as u64);
             let xt = f32t(&x, &xs).mark_dynamic(0, 6);
-            let y = xt.conv2d(&wt, None, c.stride, c.padding, c.dilation, c.groups);
+            let y = xt.conv2d(&wt, Some(&bt), c.stride, c.padding, c.dilation, c.groups);
             assert_eq!(y.size(0).to_string(), "<=6");
+            if step == 0 {
+                let ir = lazyxla::debug::ir_text(&[&y]);
+                let op = "f32[s0<=6, 4, 3, 4] = convolution[stride=[2, 1] padding=[(1, 1), (1, 1)] lhs_dilation=[1, 1] rhs_dilation=[1, 1] groups=2]";
+                assert!(ir.contains(op), "{ir}");
+            }
             let t = y.conv_transpose2d(&f32t(&w, &ws), None, (1, 1), (0, 0), (0, 0), (1, 1), 1);
             let loss = y.sum();
             loss.backward();
             mark_step().unwrap();
-            let (want, _) = host_conv(&x, xs, &w, ws, c);
+            let (mut want, _) = host_conv(&x, xs, &w, ws, c);
+            add_bias(&mut want, 4, 12, &b);
             assert_close(&y.to_vec::<f32>().unwrap(), &f32s(&want), 1e-5);
             assert_eq!(t.concrete_shape().unwrap()[0], n);
+            // d sum(y) / db: the number of outputs per channel.
+            assert_eq!(bt.grad().unwrap().to_vec::<f32>().unwrap(), vec![12.0 * n as f32; 4]);
+            bt.zero_grad();
             // d sum(y) / dw: for each weight, the sum of the inputs it meets.
             let got = wt.grad().unwrap().to_vec::<f32>().unwrap();
             let host = host_grad(&w, |p| {
