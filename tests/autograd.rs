@@ -158,6 +158,32 @@ backend_test! {
 }
 
 backend_test! {
+    fn convolutions() {
+        // x as [1, 2, 1, 3] images or [2, 3] signals; weights fixed, then
+        // the weight as the variable (x fixed).
+        let w = || Tensor::from_vec(vec![0.5f64, -1.0, 2.0, 0.25], &[2, 1, 1, 2]).unwrap();
+        let img = |x: &Tensor| x.reshape(&[1, 2, 1, 3]);
+        check("conv2d_groups", &X, &[2, 3], |x| img(x).conv2d(&w(), None, (1, 2), (0, 1), (1, 1), 2));
+        check("conv2d_weight", &X, &[1, 2, 1, 3], |w| {
+            Tensor::from_vec(X.to_vec(), &[1, 2, 1, 3]).unwrap().conv2d(w, None, (1, 1), (0, 2), (1, 2), 1)
+        });
+        check("conv1d_bias", &X[..2], &[2], |b| {
+            let x = Tensor::from_vec(X.to_vec(), &[1, 2, 3]).unwrap();
+            x.conv1d(&w().reshape(&[2, 1, 2]), Some(b), 1, 1, 1, 2)
+        });
+        check("conv_transpose2d", &X, &[2, 3], |x| {
+            img(x).conv_transpose2d(&w(), None, (1, 2), (0, 1), (0, 1), (1, 1), 2)
+        });
+        // Through a dynamic zone: the rows a mask keeps, as a dynamic batch.
+        let keep = || Tensor::from_vec(vec![true, false, true], &[3]).unwrap();
+        check("conv1d_dynamic_batch", &X, &[3, 2], |x| {
+            let rows = keep().nonzero().flatten();
+            x.index_select(0, &rows).unsqueeze(1).conv1d(&w().reshape(&[2, 1, 2]), None, 1, 1, 1, 1)
+        });
+    }
+}
+
+backend_test! {
     fn gradients_accumulate_and_reset() {
         let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
         (&w * 3.0).sum().backward();

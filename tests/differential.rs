@@ -2,7 +2,8 @@
 //! interpreter: random programs of at least 6 ops, with dynamic ops
 //! (`nonzero`, `masked_select`, `unique`, `mark_dynamic` inputs),
 //! reductions over dynamic dims, elementwise ops inside dynamic zones,
-//! `cat`, `index_select` with dynamic indices, are built once per device
+//! `cat`, `index_select` with dynamic indices, `conv2d` over a (maybe
+//! dynamic) batch, are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -47,6 +48,7 @@ enum Step {
     PadToBound(usize),
     Where(usize, usize),
     Softmax(usize),
+    Conv2d(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +80,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), i.clone()).prop_map(|(a, b)| Step::IndexSelectDynamic(a, b)),
         i.clone().prop_map(Step::PadToBound),
         (i.clone(), i.clone()).prop_map(|(a, b)| Step::Where(a, b)),
+        (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Conv2d(a, k)),
         i.prop_map(Step::Softmax),
     ]
 }
@@ -255,6 +258,22 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
             } else {
                 x.softmax(x.rank() - 1)
             }
+        }
+        Step::Conv2d(a, k) => {
+            // `[rows, cols]` as a batch of one-channel `1 x cols` images
+            // (a dynamic batch stays dynamic), two filters of width 1 or 2
+            // (exact products), stride 1 or 2, padding 0 or 1; summed back
+            // to `[rows, cols']`. A kernel that does not fit panics.
+            let x = float(&pick(a));
+            assert_eq!(x.rank(), 2, "2-d operands only");
+            let kw = 1 + *k as usize % 2;
+            let (stride, pad) = (1 + (*k as usize / 2) % 2, (*k as usize / 4) % 2);
+            let w = Tensor::from_vec([0.5f32, -1.0, 0.25, 1.5][..2 * kw].to_vec(), &[2, 1, 1, kw])
+                .unwrap();
+            x.unsqueeze(1)
+                .unsqueeze(1)
+                .conv2d(&w, None, (1, stride), (0, pad), (1, 1), 1)
+                .sum_dims(&[1, 2], false)
         }
     }));
     r.ok()
@@ -511,4 +530,28 @@ fn index_select_along_a_dimension_of_bound_zero() {
             Step::IndexSelectDynamic(6, 0),
         ],
     });
+}
+
+/// `conv2d` over a `mark_dynamic` batch and over the dynamic rows of a
+/// `nonzero`: one compiled program per backend, same values.
+#[test]
+fn conv2d_over_dynamic_batches() {
+    // Pool: 0 = x ([<=5, 3]), 1 = y, 2 = conv(0; width 1, stride 2, pad 1),
+    // 3 = nonzero(1) ([<=9, 2]), 4 = conv(3; width 2), 5 = sum of 4 over 0.
+    let spec = Spec {
+        rows: 3,
+        cols: 3,
+        a: vec![1, -2, 3, 0, 4, -1, 2, 2, -3],
+        b: vec![0, 1, 0, 2, 0, -1, 3, 0, 1],
+        dynamic_input: Some(2),
+        steps: vec![
+            Step::Conv2d(0, 6),
+            Step::Nonzero(1),
+            Step::Conv2d(3, 1),
+            Step::SumDim(4, 0),
+        ],
+    };
+    let ir = ops_in(&spec);
+    assert_eq!(ir.matches("= convolution").count(), 2, "{ir}");
+    check_fixed(spec);
 }

@@ -21,10 +21,11 @@ fn table() -> BTreeMap<String, String> {
             break;
         }
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        for name in cells[1]
-            .split(['`', ',', ' ', '(', ')', '*'])
-            .filter(|s| !s.is_empty() && s.chars().all(|c| c == '_' || c.is_ascii_lowercase()))
-        {
+        for name in cells[1].split(['`', ',', ' ', '(', ')', '*']).filter(|s| {
+            s.starts_with(|c: char| c.is_ascii_lowercase())
+                && s.chars()
+                    .all(|c| c == '_' || c.is_ascii_lowercase() || c.is_ascii_digit())
+        }) {
             rows.insert(name.to_string(), cells[2].to_string());
         }
     }
@@ -74,6 +75,20 @@ fn apply(op: &str) -> Option<()> {
                 + Tensor::ones_sym(std::slice::from_ref(&n), lazyxla::DType::F32).sum()
                 + Tensor::full_sym(std::slice::from_ref(&n), 2.0, lazyxla::DType::F32).sum()
                 + m.reshape_sym(&[2.into(), n]).sum()
+        }
+        "conv1d" | "conv2d" | "conv_transpose2d" => {
+            // A dynamic batch of 2-channel signals of length 1 (and 1x1 images).
+            let x = m.unsqueeze(2);
+            let w = Tensor::ones(&[3, 2, 1], lazyxla::DType::F32);
+            let img = x.unsqueeze(3);
+            let wt = Tensor::ones(&[2, 3, 1, 1], lazyxla::DType::F32);
+            x.conv1d(&w, None, 1, 0, 1, 1).sum()
+                + img
+                    .conv2d(&w.unsqueeze(3), None, (1, 1), (0, 0), (1, 1), 1)
+                    .sum()
+                + img
+                    .conv_transpose2d(&wt, None, (2, 1), (0, 0), (1, 0), (1, 1), 1)
+                    .sum()
         }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),

@@ -160,6 +160,14 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 Some(a.transpose(-1, -2).matmul(g)),
             ]
         }
+        Op::Convolution(c) => {
+            let (a, w) = (&x[0], &x[1]);
+            let bounds = w.upper_bounds();
+            vec![
+                Some(g.conv_input_grad_of(a, w, c)),
+                Some(g.conv_weight_grad(a, &bounds[2..], c)),
+            ]
+        }
         Op::IndexSelect { dim } => vec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
         Op::Gather { dim } => vec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
         Op::IndexAdd { dim } => vec![Some(g.clone()), None, Some(g.index_select(*dim, &x[1]))],

@@ -455,6 +455,10 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             out.push(b.shape[r - 1].clone());
             Ok((a.dtype, out))
         }
+        Op::Convolution(conv) => {
+            arity(2)?;
+            conv.infer(name, &inputs[0], &inputs[1])
+        }
         Op::IndexSelect { dim } => {
             arity(2)?;
             let (x, idx) = (&inputs[0], &inputs[1]);

@@ -1,6 +1,7 @@
 //! The lazy IR: nodes, the closed op set, shape inference and the printer.
 
 pub(crate) mod check;
+pub mod conv;
 pub(crate) mod infer;
 pub(crate) mod leaf;
 pub(crate) mod node;
@@ -10,5 +11,6 @@ pub(crate) mod program;
 pub(crate) mod random;
 pub(crate) mod size_source;
 
+pub use conv::Conv;
 pub use node::{live_node_count, Node};
 pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, UnaryOp};

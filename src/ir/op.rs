@@ -8,6 +8,7 @@
 //! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
 
 use super::check::SizeCheck;
+use super::conv::Conv;
 use super::leaf::LeafData;
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
@@ -227,6 +228,11 @@ pub enum Op {
     // ----- linear algebra -----
     /// Operands `[.., m, k]` and `[.., k, n]` with equal batch dims.
     MatMul,
+    /// Operands input `[N, C, spatial..]` and weight `[O, C / groups,
+    /// kernel..]` (float, one dtype): StableHLO's `convolution` in
+    /// PyTorch's layout, result `[N / batch_groups, O, out..]` (see
+    /// `ir::conv`). Only the input's batch may be dynamic.
+    Convolution(Conv),
 
     // ----- indexing -----
     /// Operands `x` and 1-D integer `index`: slices of `x` along `dim`.
@@ -296,6 +302,7 @@ impl Op {
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
             | Op::MatMul
+            | Op::Convolution(_)
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::IndexAdd { .. }
@@ -333,6 +340,7 @@ impl Op {
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
             | Op::MatMul
+            | Op::Convolution(_)
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::IndexAdd { .. }
@@ -408,6 +416,7 @@ impl Op {
                 ArgKind::Min => "argmin",
             },
             Op::MatMul => "matmul",
+            Op::Convolution(_) => "convolution",
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",
             Op::IndexAdd { .. } => "index_add",

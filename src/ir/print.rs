@@ -98,6 +98,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Reduce { dims, .. } => format!("dims={dims:?}"),
         Op::ArgReduce { dim, .. } => format!("dim={dim}"),
         Op::MatMul => String::new(),
+        Op::Convolution(conv) => conv.describe(),
         Op::IndexSelect { dim }
         | Op::Gather { dim }
         | Op::IndexAdd { dim }

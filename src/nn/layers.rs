@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Host-generated uniform values in `[lo, hi)`, uploaded as data.
-fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
+pub(super) fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
     let mut g = crate::tensor::SplitMix64(seed);
     let n: usize = shape.iter().product();
     let v: Vec<f32> = (0..n)

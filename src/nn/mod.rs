@@ -10,9 +10,11 @@
 //! assert_eq!(layer.parameters().len(), 2);
 //! ```
 
+mod conv;
 mod layers;
 mod loss;
 
+pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
     binary_cross_entropy_with_logits, cross_entropy, mse_loss, smooth_l1_loss, smooth_l1_loss_beta,

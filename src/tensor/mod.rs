@@ -1,5 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod conv;
 mod create;
 mod dim;
 mod dynamic;

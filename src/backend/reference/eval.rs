@@ -1,5 +1,6 @@
 //! Reference evaluation: one exhaustive `match` over [`Op`] on exact sizes.
 
+use super::conv;
 use super::err;
 use super::kernels::{self, check_index, with_index, Num};
 use crate::dtype::DType;
@@ -194,6 +195,15 @@ pub(super) fn run(
                     (HostArray::I32(a), HostArray::I32(b)) => HostArray::I32(kernels::matmul(a, b)),
                     (HostArray::I64(a), HostArray::I64(b)) => HostArray::I64(kernels::matmul(a, b)),
                     _ => return Err(err("matmul", "unsupported dtypes")),
+                },
+                Op::Convolution(c) => match (ins[0], ins[1]) {
+                    (HostArray::F32(x), HostArray::F32(w)) => {
+                        HostArray::F32(conv::convolution(x, w, c))
+                    }
+                    (HostArray::F64(x), HostArray::F64(w)) => {
+                        HostArray::F64(conv::convolution(x, w, c))
+                    }
+                    _ => return Err(err("convolution", "unsupported dtypes")),
                 },
                 Op::IndexSelect { dim } => {
                     let idx = indices(ins[1])?;

@@ -5,6 +5,7 @@
 //! here; sizes are still returned as "device" values so the runtime treats
 //! both backends alike (materialising a size counts the same).
 
+mod conv;
 mod eval;
 mod kernels;
 

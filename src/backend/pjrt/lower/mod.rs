@@ -32,6 +32,7 @@
 //!
 //! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
+mod conv;
 mod dynamic;
 mod emit;
 mod index;
@@ -285,6 +286,7 @@ impl Ctx<'_> {
             Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
             Op::ArgReduce { kind, dim } => self.arg_reduce(*kind, &ins[0], *dim, &ty),
             Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),
+            Op::Convolution(c) => self.convolution(&ins[0], &ins[1], c, &ty),
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
             Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
