@@ -339,3 +339,15 @@ backend_test! {
         mark_step().unwrap();
     }
 }
+
+/// Duplicate indices with `scatter`: the reference keeps the last in
+/// row-major order of the index (XLA may keep any one, as PyTorch).
+#[test]
+fn scatter_duplicates_last_wins_on_the_reference() {
+    common::run_on(&lazyxla::Device::reference(), || {
+        let idx = Tensor::from_vec(vec![1i64, 0, 1, 1], &[4]).unwrap();
+        let src = f32s(&[1.0, 2.0, 3.0, 4.0], &[4]);
+        let out = Tensor::zeros(&[3], DType::F32).scatter(0, &idx, &src);
+        assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 0.0]);
+    });
+}
