@@ -229,6 +229,20 @@ backend_test! {
         assert_eq!(v.size(0).to_string(), "<=8");
         assert_eq!(v.concrete_shape().unwrap(), vec![6, 1]);
         assert_eq!(i.to_vec::<i64>().unwrap().len(), 6);
+        // Two dynamic dims ([<=8, <=8], outer product of the six real
+        // values): k along one, the other keeps its size.
+        let finite = s.masked_select(&s.eq(&s)); // NaN-free, [<=8]
+        let fin: Vec<f64> = real.iter().copied().filter(|v| !v.is_nan()).collect();
+        let outer = finite.unsqueeze(1).matmul(&finite.unsqueeze(0));
+        let (v, i) = outer.topk(2, 0, true);
+        assert_eq!(v.size(1).to_string(), "<=8");
+        assert_eq!(v.concrete_shape().unwrap(), vec![2, fin.len()]);
+        let idx = i.to_vec::<i64>().unwrap();
+        for c in 0..fin.len() {
+            let col: Vec<f64> = fin.iter().map(|r| r * fin[c]).collect();
+            let want = &host_argsort(&col, true)[..2];
+            assert_eq!(&[idx[c], idx[fin.len() + c]], want, "column {c}");
+        }
         // Fewer real elements than k: the step fails, naming topk; the
         // runtime stays usable.
         let (v, _) = s.topk(7, 0, true);
