@@ -22,6 +22,7 @@
 //! t3 = t2.pow(2.0), t4 = t3.sum(), t5 = t4 + 2.0). A third group,
 //! `masked_select/N`, times the device-side packing; run it with
 //! `LAZYXLA_PJRT_PACK=doubling|window|sort` to compare the strategies.
+//! `topk/100000` times `topk(10)` of 100,000 scores.
 //!
 //! Needs a PJRT plugin (see `Device::pjrt`); without one it prints a skip.
 
@@ -233,6 +234,24 @@ fn benches(c: &mut Criterion) {
             g.bench_function(format!("{n}"), |b| b.iter(&direct));
         });
     }
+    g.finish();
+
+    // The 10 largest of 100,000 scores (one stable stablehlo.sort, a slice
+    // and a gather): the compiled executable alone, and the whole lazyxla
+    // step (record, sync, execute).
+    let mut g = c.benchmark_group("topk");
+    let n = 100_000usize;
+    let scores = device.scoped(|| param(seeded(n, 11), &[n]));
+    let step = || {
+        let (v, i) = scores.topk(10, 0, true);
+        mark_step().unwrap();
+        black_box((v, i));
+    };
+    device.scoped(|| {
+        let (direct, _) = direct_of(&step, &recorder);
+        g.bench_function(format!("{n}/direct"), |b| b.iter(&direct));
+        g.bench_function(format!("{n}/lazyxla"), |b| b.iter(step));
+    });
     g.finish();
 }
 

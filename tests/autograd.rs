@@ -132,12 +132,18 @@ backend_test! {
         let idx = || Tensor::from_vec(vec![2i64, 0, 2], &[3]).unwrap();
         check("index_select", &X, &[2, 3], |x| x.index_select(1, &idx()));
         let gidx = || Tensor::from_vec(vec![1i64, 0, 0, 1, 1, 0], &[2, 3]).unwrap();
+        let mask = || Tensor::from_vec(vec![true, false, true, true, false, true], &[2, 3]).unwrap();
         check("gather", &X, &[2, 3], |x| x.gather(0, &gidx()));
         check("index_add_src", &X, &[2, 3], |x| Tensor::zeros(&[2, 3], DType::F64).index_add(1, &idx(), x));
         check("scatter_add_src", &X, &[2, 3], |x| Tensor::zeros(&[2, 3], DType::F64).scatter_add(0, &gidx(), x));
+        check("scatter_src", &X, &[2, 3], |x| Tensor::ones(&[3, 3], DType::F64).scatter(0, &Tensor::from_vec(vec![2i64, 0, 1, 0, 1, 2], &[2, 3]).unwrap(), x));
+        check("scatter_base", &X, &[2, 3], |x| x.scatter(1, &Tensor::from_vec(vec![2i64, 0], &[2, 1]).unwrap(), &Tensor::zeros(&[2, 1], DType::F64)).exp());
+        check("sort", &X, &[2, 3], |x| x.sort(1, true).0);
+        check("topk", &X, &[2, 3], |x| x.topk(1, 0, false).0.exp());
+        check("sort_dynamic", &X, &[2, 3], |x| x.masked_select(&mask()).sort(0, false).0);
+        check("topk_dynamic", &X, &[2, 3], |x| x.masked_select(&mask()).topk(2, 0, true).0.square());
         // Dynamic: gradients go back through masked_select, nonzero-indexed
         // selects, reductions over dynamic dims and pad_to_bound.
-        let mask = || Tensor::from_vec(vec![true, false, true, true, false, true], &[2, 3]).unwrap();
         check("masked_select", &X, &[2, 3], |x| x.masked_select(&mask()).exp());
         check("masked_select_mean", &X, &[2, 3], |x| x.masked_select(&x.gt_scalar(0.0)).mean());
         check("nonzero_index", &X, &[6], |x| {

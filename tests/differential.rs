@@ -3,7 +3,8 @@
 //! (`nonzero`, `masked_select`, `unique`, `mark_dynamic` inputs),
 //! reductions over dynamic dims, elementwise ops inside dynamic zones,
 //! `cat`, `index_select` with dynamic indices, `conv2d` over a (maybe
-//! dynamic) batch, are built once per device
+//! dynamic) batch, `sort`, `topk` and `scatter` (add and overwrite), are
+//! built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -16,8 +17,9 @@
 //! Hence the rule: every value that decides a size, an index or a Bool in
 //! a generated program is first snapped away from the points where
 //! backends may legitimately differ by a few ulps. Comparisons use
-//! thresholds offset by 0.3 ([`threshold`]); `unique`, `nonzero` and
-//! `argmax` on float operands see a snapped copy, `floor(x * 4 + 0.37)`
+//! thresholds offset by 0.3 ([`threshold`]); `unique`, `nonzero`,
+//! `argmax` and the sorts (`sort`, `topk`, the permutations `scatter`
+//! uses) on float operands see a snapped copy, `floor(x * 4 + 0.37)`
 //! ([`snapped`]). Integer and bool operands are exact and used as they
 //! are. A mismatch is therefore a bug, never an ulp. `PROPTEST_CASES` sets
 //! the number of cases (200 when unset); `scripts/fuzz.sh` runs 10,000.
@@ -49,6 +51,14 @@ enum Step {
     Where(usize, usize),
     Softmax(usize),
     Conv2d(usize, u8),
+    /// Operand, flags: dim (bit 0), descending (bit 1), indices rather
+    /// than values (bit 2).
+    Sort(usize, u8),
+    /// Operand, k, flags as for `Sort` (bit 1: largest).
+    TopK(usize, u8, u8),
+    /// Base, source, flags: dim (bit 0), overwrite rather than add (bit
+    /// 1), descending permutation (bit 2).
+    Scatter(usize, usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -81,7 +91,10 @@ fn step() -> impl Strategy<Value = Step> {
         i.clone().prop_map(Step::PadToBound),
         (i.clone(), i.clone()).prop_map(|(a, b)| Step::Where(a, b)),
         (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Conv2d(a, k)),
-        i.prop_map(Step::Softmax),
+        i.clone().prop_map(Step::Softmax),
+        (i.clone(), 0u8..8).prop_map(|(a, f)| Step::Sort(a, f)),
+        (i.clone(), 0u8..4, 0u8..8).prop_map(|(a, k, f)| Step::TopK(a, k, f)),
+        (i.clone(), i, 0u8..8).prop_map(|(a, b, f)| Step::Scatter(a, b, f)),
     ]
 }
 
@@ -120,8 +133,8 @@ fn threshold(v: f64) -> f64 {
     v + 0.3
 }
 
-/// The copy of `x` that a data-dependent op (`unique`, `nonzero`, `argmax`)
-/// sees when `x` is float: `floor(x * 4 + 0.37)`. The odd offset keeps the
+/// The copy of `x` that a data-dependent op (`unique`, `nonzero`, `argmax`,
+/// the sort keys) sees when `x` is float: `floor(x * 4 + 0.37)`. The odd offset keeps the
 /// bucket boundaries (x = k/4 - 0.0925) off every value that exact
 /// arithmetic on halves and small integers produces and off the saturated
 /// values (0, ±1, sigmoid's 0 and 1), so an ulp of difference between the
@@ -274,6 +287,53 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 .unsqueeze(1)
                 .conv2d(&w, None, (1, stride), (0, pad), (1, 1), 1)
                 .sum_dims(&[1, 2], false)
+        }
+        Step::Sort(a, f) => {
+            // Panics on a scalar (no dim), which falls back to a unary step.
+            let x = pick(a);
+            let d = (*f & 1) as usize % x.rank().max(1);
+            let idx = snapped(&x).argsort(d, f & 2 != 0);
+            if f & 4 != 0 {
+                idx
+            } else {
+                x.gather(d, &idx)
+            }
+        }
+        Step::TopK(a, k, f) => {
+            // k above a dynamic dim's real size fails the step alike on
+            // both backends (a size check); above its bound it panics.
+            let x = pick(a);
+            let d = (*f & 1) as usize % x.rank().max(1);
+            let (_, idx) = snapped(&x).topk(*k as usize, d, f & 2 != 0);
+            if f & 4 != 0 {
+                idx
+            } else {
+                x.gather(d, &idx)
+            }
+        }
+        Step::Scatter(a, b, f) => {
+            // The index is a sorting permutation of the base's key along
+            // the dim: in range, and without duplicates for an overwrite
+            // (whose winner XLA leaves unspecified); an add folds it onto
+            // {0, 1} to make duplicates.
+            let base = float(&pick(a));
+            let d = (*f & 1) as usize % base.rank().max(1);
+            let perm = snapped(&base).argsort(d, f & 4 != 0);
+            let other = float(&pick(b));
+            let src = if !other.is_dynamic()
+                && !base.is_dynamic()
+                && other.upper_bounds() == base.upper_bounds()
+            {
+                other
+            } else {
+                &base * -2.0 + 1.0
+            };
+            if f & 2 != 0 {
+                base.scatter(d, &perm, &src)
+            } else {
+                let folded = perm.lt_scalar(2.0).where_cond(&perm, &perm.zeros_like());
+                base.scatter_add(d, &folded, &src)
+            }
         }
     }));
     r.ok()
@@ -553,5 +613,37 @@ fn conv2d_over_dynamic_batches() {
     };
     let ir = ops_in(&spec);
     assert_eq!(ir.matches("= convolution").count(), 2, "{ir}");
+    check_fixed(spec);
+}
+
+/// The sorting and scatter steps on a `mark_dynamic` input and a masked
+/// selection: each applies (the program holds `argsort`, `scatter` and
+/// `scatter_add`) and both backends agree, ties and padding included.
+#[test]
+fn sorts_and_scatters_in_dynamic_zones() {
+    let spec = Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![1, -2, 1, 3, 0, 1],
+        b: vec![2, 2, -1, 0, 4, 1],
+        dynamic_input: Some(1),
+        steps: vec![
+            // Pool: 0 = a [<=4, 2], 1 = b [3, 2], 2 = masked_select(0).
+            Step::MaskedSelect(0, -2),
+            Step::Sort(2, 0b010),
+            Step::Sort(2, 0b100),
+            Step::TopK(2, 1, 0b110),
+            Step::Sort(0, 0b001),
+            Step::Sort(0, 0b110),
+            Step::TopK(0, 2, 0b001),
+            Step::Scatter(0, 1, 0b011),
+            Step::Scatter(2, 1, 0b100),
+            Step::Scatter(1, 1, 0b110),
+        ],
+    };
+    let text = ops_in(&spec);
+    for op in ["argsort", "= scatter[", "= scatter_add["] {
+        assert!(text.contains(op), "{op} missing:\n{text}");
+    }
     check_fixed(spec);
 }

@@ -90,6 +90,17 @@ fn apply(op: &str) -> Option<()> {
                     .conv_transpose2d(&wt, None, (2, 1), (0, 0), (1, 0), (1, 1), 1)
                     .sum()
         }
+        "sort" | "argsort" | "topk" => {
+            v.sort(0, true).0.sum()
+                + m.argsort(0, false).to_dtype(lazyxla::DType::F32).sum()
+                + v.topk(1, 0, false).0.sum()
+                + m.topk(1, 1, true).0.sum()
+        }
+        "scatter" | "scatter_add" => {
+            let i = v.argsort(0, false);
+            v.zeros_like().scatter(0, &i, &v).sum()
+                + v.zeros_like().scatter_add(0, &i.zeros_like(), &v).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

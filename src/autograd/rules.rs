@@ -5,7 +5,7 @@
 //! masks, conditions). Rules are written with the tensor API, so they are
 //! lazy ops like any other and every backend runs them.
 
-use crate::ir::{BinaryOp, Op, ReduceKind, UnaryOp};
+use crate::ir::{BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp};
 use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
 use crate::SymInt;
@@ -171,7 +171,18 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::IndexSelect { dim } => vec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
         Op::Gather { dim } => vec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
         Op::IndexAdd { dim } => vec![Some(g.clone()), None, Some(g.index_select(*dim, &x[1]))],
-        Op::ScatterAdd { dim } => vec![Some(g.clone()), None, Some(g.gather(*dim, &x[1]))],
+        Op::Scatter { dim, mode } => {
+            let (idx, src) = (&x[1], &x[2]);
+            let dbase = match mode {
+                ScatterMode::Add => g.clone(),
+                // Overwritten positions take no gradient back to the base.
+                ScatterMode::Overwrite => g.scatter(*dim, idx, &src.zeros_like()),
+            };
+            vec![Some(dbase), None, Some(g.gather(*dim, idx))]
+        }
+        // An integer result: values sorted with it (`gather`) carry the
+        // gradient.
+        Op::Argsort { .. } => vec![None],
         Op::MaskedScatter => {
             let (mask, src) = (&x[1], &x[2]);
             let dsrc = g.masked_select(mask);

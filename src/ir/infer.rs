@@ -492,23 +492,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
                     ),
                 ));
             }
-            for d in 0..x.shape.len() {
-                // As torch.gather: outside `dim` the index may be smaller
-                // than the input (a static size), or the same size.
-                let smaller = matches!(
-                    (idx.shape[d].as_const(), x.shape[d].as_const()),
-                    (Some(i), Some(n)) if i <= n
-                );
-                if d != *dim && idx.shape[d] != x.shape[d] && !smaller {
-                    return Err(size_mismatch(
-                        "gather",
-                        &x.shape[d],
-                        &idx.shape[d],
-                        &x.shape,
-                        &idx.shape,
-                    ));
-                }
-            }
+            index_within("gather", *dim, x, idx)?;
             Ok((x.dtype, idx.shape.clone()))
         }
         Op::IndexAdd { dim } => {
@@ -536,20 +520,31 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             }
             Ok((base.dtype, base.shape.clone()))
         }
-        Op::ScatterAdd { dim } => {
+        Op::Scatter { dim, .. } => {
             arity(3)?;
             let (base, idx, src) = (&inputs[0], &inputs[1], &inputs[2]);
-            check_dim("scatter_add", *dim, &base.shape)?;
-            index_dtype("scatter_add", idx)?;
-            same_dtype("scatter_add", base, src)?;
-            same_shape("scatter_add", idx, src)?;
+            check_dim(name, *dim, &base.shape)?;
+            index_dtype(name, idx)?;
+            same_dtype(name, base, src)?;
+            same_shape(name, idx, src)?;
             if idx.shape.len() != base.shape.len() {
                 return Err(Error::shape(
-                    "scatter_add",
-                    "index and base need the same rank",
+                    name,
+                    format!(
+                        "the index {} and the base {} need the same rank",
+                        shape_string(&idx.shape),
+                        shape_string(&base.shape)
+                    ),
                 ));
             }
+            index_within(name, *dim, base, idx)?;
             Ok((base.dtype, base.shape.clone()))
+        }
+        Op::Argsort { dim, .. } => {
+            arity(1)?;
+            let x = &inputs[0];
+            check_dim(name, *dim, &x.shape)?;
+            Ok((DType::I64, x.shape.clone()))
         }
         Op::MaskedScatter => {
             arity(3)?;
@@ -652,6 +647,27 @@ fn reject_dynamic(op: &'static str, shape: &[SizeExpr]) -> Result<()> {
         }),
         None => Ok(()),
     }
+}
+
+/// As torch.gather and torch.scatter: outside `dim` the index may be
+/// smaller than `x` (static sizes), or the same size.
+fn index_within(op: &'static str, dim: usize, x: &Node, idx: &Node) -> Result<()> {
+    for d in 0..x.shape.len() {
+        let smaller = matches!(
+            (idx.shape[d].as_const(), x.shape[d].as_const()),
+            (Some(i), Some(n)) if i <= n
+        );
+        if d != dim && idx.shape[d] != x.shape[d] && !smaller {
+            return Err(size_mismatch(
+                op,
+                &x.shape[d],
+                &idx.shape[d],
+                &x.shape,
+                &idx.shape,
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn index_dtype(op: &'static str, idx: &Node) -> Result<()> {

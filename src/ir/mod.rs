@@ -13,4 +13,4 @@ pub(crate) mod size_source;
 
 pub use conv::Conv;
 pub use node::{live_node_count, Node};
-pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, UnaryOp};
+pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, ScatterMode, UnaryOp};

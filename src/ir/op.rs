@@ -101,6 +101,17 @@ pub enum ArgKind {
     Min,
 }
 
+/// How a scatter combines a source element with the one it lands on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterMode {
+    /// Adds it (PyTorch's `scatter_add`); duplicate indices accumulate.
+    Add,
+    /// Replaces it (PyTorch's `scatter`). With duplicate indices the
+    /// reference keeps the last in row-major order of the index; XLA may
+    /// keep any of them (PyTorch leaves it unspecified too).
+    Overwrite,
+}
+
 /// A primitive operation. Operands are the node's `inputs` in the order
 /// each variant documents; sizes the op needs at run time come from its
 /// shape expressions (see `symint`).
@@ -252,11 +263,26 @@ pub enum Op {
         /// The dimension.
         dim: usize,
     },
-    /// Operands `base`, `index`, `src` (equal shapes for index and src):
-    /// PyTorch's `scatter_add` along `dim`.
-    ScatterAdd {
+    /// Operands `base`, integer `index` of base's rank, `src` of index's
+    /// shape: `out[index[i][j]][j] = src[i][j]` for `dim = 0`, combined
+    /// with what is there by `mode` (PyTorch's `scatter_add` and
+    /// `scatter`). Outside `dim` the index is at most the base's size.
+    Scatter {
         /// The dimension.
         dim: usize,
+        /// Add or overwrite.
+        mode: ScatterMode,
+    },
+    /// Operand `x` (rank >= 1): the I64 permutation that sorts `x` along
+    /// `dim`, stably (equal elements keep their order), NaN largest (as
+    /// PyTorch), ascending or `descending`. Sorted values are
+    /// `x.gather(dim, perm)`, so one primitive serves `sort`, `argsort`
+    /// and `topk`, and their gradients are gather's.
+    Argsort {
+        /// The dimension.
+        dim: usize,
+        /// Largest first.
+        descending: bool,
     },
     /// Operands `base`, Bool `mask` of base's shape, 1-D `src`: `base` with
     /// the `k`-th true position of `mask` (row-major) set to `src[k]`.
@@ -306,7 +332,8 @@ impl Op {
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::IndexAdd { .. }
-            | Op::ScatterAdd { .. }
+            | Op::Scatter { .. }
+            | Op::Argsort { .. }
             | Op::MaskedScatter
             | Op::Nonzero
             | Op::MaskedSelect
@@ -344,7 +371,8 @@ impl Op {
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::IndexAdd { .. }
-            | Op::ScatterAdd { .. }
+            | Op::Scatter { .. }
+            | Op::Argsort { .. }
             | Op::MaskedScatter
             | Op::Nonzero
             | Op::MaskedSelect
@@ -420,7 +448,11 @@ impl Op {
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",
             Op::IndexAdd { .. } => "index_add",
-            Op::ScatterAdd { .. } => "scatter_add",
+            Op::Scatter { mode, .. } => match mode {
+                ScatterMode::Add => "scatter_add",
+                ScatterMode::Overwrite => "scatter",
+            },
+            Op::Argsort { .. } => "argsort",
             Op::MaskedScatter => "masked_scatter",
             Op::Nonzero => "nonzero",
             Op::MaskedSelect => "masked_select",

@@ -102,7 +102,10 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::IndexSelect { dim }
         | Op::Gather { dim }
         | Op::IndexAdd { dim }
-        | Op::ScatterAdd { dim } => format!("dim={dim}"),
+        | Op::Scatter { dim, .. } => format!("dim={dim}"),
+        Op::Argsort { dim, descending } => {
+            format!("dim={dim}{}", if *descending { " descending" } else { "" })
+        }
         Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => {
             String::new()
         }

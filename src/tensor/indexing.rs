@@ -3,7 +3,7 @@
 
 use super::dim::{DimIndex, ResolveDim};
 use super::Tensor;
-use crate::ir::Op;
+use crate::ir::{Op, ScatterMode};
 use smallvec::SmallVec;
 
 impl Tensor {
@@ -33,12 +33,64 @@ impl Tensor {
         )
     }
 
-    /// PyTorch's `scatter_add` along `dim`.
+    /// PyTorch's `scatter_add` along `dim`: `self` with `src[i][j]` added
+    /// at `[index[i][j]][j]` for `dim = 0`; duplicate indices accumulate.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let idx = Tensor::from_vec(vec![1i64, 1, 0], &[3]).unwrap();
+    /// let src = Tensor::from_vec(vec![1.0f32, 2.0, 4.0], &[3]).unwrap();
+    /// let out = Tensor::zeros(&[2], DType::F32).scatter_add(0, &idx, &src);
+    /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![4.0, 3.0]);
+    /// ```
     pub fn scatter_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
-        let d = dim.resolve("scatter_add", &self.shape_exprs());
+        self.scatter_with(ScatterMode::Add, dim, index, src)
+    }
+
+    /// PyTorch's `scatter` along `dim`: `self` with `[index[i][j]][j]` set
+    /// to `src[i][j]` for `dim = 0` (the index has `self`'s rank; outside
+    /// `dim` its sizes are at most `self`'s; `src` has the index's shape,
+    /// or a larger static one whose leading part is used). With duplicate
+    /// indices the reference backend keeps the last in row-major order of
+    /// the index, XLA any one of them (PyTorch leaves it unspecified).
+    /// Gradients: the source's is the output's gathered at `index`; the
+    /// overwritten positions of `self` get none.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let idx = Tensor::from_vec(vec![2i64, 0], &[1, 2]).unwrap();
+    /// let src = Tensor::from_vec(vec![5.0f32, 6.0], &[1, 2]).unwrap();
+    /// let out = Tensor::zeros(&[3, 2], DType::F32).scatter(0, &idx, &src);
+    /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![0.0, 6.0, 0.0, 0.0, 5.0, 0.0]);
+    /// ```
+    pub fn scatter(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
+        self.scatter_with(ScatterMode::Overwrite, dim, index, src)
+    }
+
+    fn scatter_with(
+        &self,
+        mode: ScatterMode,
+        dim: impl DimIndex,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Tensor {
+        let op = Op::Scatter { dim: 0, mode };
+        let d = dim.resolve(op.name(), &self.shape_exprs());
+        // As PyTorch, a larger (static) source contributes its leading part.
+        let mut src = src.to_dtype(self.dtype());
+        let (want, have) = (index.shape_exprs(), src.shape_exprs());
+        if want.len() == have.len() {
+            for (j, (w, h)) in want.iter().zip(&have).enumerate() {
+                if let (Some(w), Some(h)) = (w.as_const(), h.as_const()) {
+                    if w < h {
+                        src = src.narrow(j, 0, w as usize);
+                    }
+                }
+            }
+        }
         Tensor::apply(
-            Op::ScatterAdd { dim: d },
-            &[self, index, &src.to_dtype(self.dtype())],
+            Op::Scatter { dim: d, mode },
+            &[self, index, &src],
             SmallVec::new(),
         )
     }

@@ -14,6 +14,7 @@ mod reduce;
 pub(crate) mod registry;
 pub(crate) mod replay_hooks;
 mod shape_ops;
+mod sort;
 mod std_ops;
 mod sym_bool;
 mod sym_int;

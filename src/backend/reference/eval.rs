@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use crate::host::HostArray;
 use crate::ir::node::{describe_value, describe_values};
 use crate::ir::program::{Program, VarSource};
-use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, UnaryOp};
+use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, ScatterMode, UnaryOp};
 use crate::symint::{SizeExpr, VarRef};
 use crate::{map_host_array, Result};
 use ndarray::{ArrayD, Axis, IxDyn};
@@ -239,19 +239,15 @@ pub(super) fn run(
                         out
                     })
                 }
-                Op::ScatterAdd { dim } => {
-                    let idx = index_array(ins[1])?;
-                    let size = ins[0].shape()[*dim];
-                    for &i in idx.iter() {
-                        check_index("scatter_add", i, size)?;
-                    }
-                    numeric_pair!(ins[0], ins[2], "scatter_add", |base, src| {
-                        let mut out = base.clone();
-                        for (p, &i) in idx.indexed_iter() {
-                            let q = with_index(&p, *dim, i as usize);
-                            out[&q] = Num::add(out[&q], src[&p]);
-                        }
-                        out
+                Op::Scatter { dim, mode } => scatter(&ins, *dim, *mode)?,
+                Op::Argsort { dim, descending } => {
+                    let (d, desc) = (*dim, *descending);
+                    HostArray::I64(match ins[0] {
+                        HostArray::Bool(a) => kernels::argsort(a, d, desc),
+                        HostArray::I32(a) => kernels::argsort(a, d, desc),
+                        HostArray::I64(a) => kernels::argsort(a, d, desc),
+                        HostArray::F32(a) => kernels::argsort(a, d, desc),
+                        HostArray::F64(a) => kernels::argsort(a, d, desc),
                     })
                 }
                 Op::MaskedScatter => {
@@ -356,6 +352,43 @@ fn select<T: Copy>(c: &ArrayD<bool>, t: &ArrayD<T>, f: &ArrayD<T>) -> ArrayD<T> 
         .and(t)
         .and(f)
         .map_collect(|&c, &t, &f| if c { t } else { f })
+}
+
+/// `base` with `src` scattered along `dim` at `index` (PyTorch's
+/// `scatter_add` and `scatter`); with duplicate indices and `Overwrite`,
+/// the last in row-major order of the index wins.
+fn scatter(ins: &[&HostArray], dim: usize, mode: ScatterMode) -> Result<HostArray> {
+    let op = match mode {
+        ScatterMode::Add => "scatter_add",
+        ScatterMode::Overwrite => "scatter",
+    };
+    let idx = index_array(ins[1])?;
+    let size = ins[0].shape()[dim];
+    for &i in idx.iter() {
+        check_index(op, i, size)?;
+    }
+    macro_rules! go {
+        ($base:expr, $src:expr, $f:expr) => {{
+            let mut out = $base.clone();
+            for (p, &i) in idx.indexed_iter() {
+                let q = with_index(&p, dim, i as usize);
+                out[&q] = $f(out[&q], $src[&p]);
+            }
+            out
+        }};
+    }
+    Ok(match mode {
+        ScatterMode::Add => numeric_pair!(ins[0], ins[2], op, |base, src| go!(base, src, Num::add)),
+        ScatterMode::Overwrite => match (ins[0], ins[2]) {
+            (HostArray::Bool(b), HostArray::Bool(s)) => HostArray::Bool(go!(b, s, replace)),
+            (b, s) => numeric_pair!(b, s, op, |base, src| go!(base, src, replace)),
+        },
+    })
+}
+
+/// The overwrite combiner: the new value.
+fn replace<T>(_old: T, new: T) -> T {
+    new
 }
 
 fn masked_scatter<T: Copy>(base: &ArrayD<T>, mask: &ArrayD<bool>, src: &ArrayD<T>) -> ArrayD<T> {

@@ -215,6 +215,37 @@ pub(crate) fn arg_reduce<T: Num>(
     })
 }
 
+/// The stable sorting permutation of each lane along `dim`, PyTorch's
+/// order: NaN is larger than every number (and equal to NaN), equal
+/// elements keep their order, ascending or `descending`.
+pub(crate) fn argsort<T: PartialOrd + Copy>(
+    a: &ArrayD<T>,
+    dim: usize,
+    descending: bool,
+) -> ArrayD<i64> {
+    #[allow(clippy::eq_op)]
+    let nan = |x: &T| x != x;
+    let order = |x: &T, y: &T| x.partial_cmp(y).unwrap_or_else(|| nan(x).cmp(&nan(y)));
+    let mut out = ArrayD::<i64>::zeros(a.raw_dim());
+    let mut perm: Vec<usize> = Vec::new();
+    ndarray::Zip::from(a.lanes(Axis(dim)))
+        .and(out.lanes_mut(Axis(dim)))
+        .for_each(|lane, mut o| {
+            perm.clear();
+            perm.extend(0..lane.len());
+            // `sort_by` is stable: ties keep the lower index first.
+            if descending {
+                perm.sort_by(|&i, &j| order(&lane[j], &lane[i]));
+            } else {
+                perm.sort_by(|&i, &j| order(&lane[i], &lane[j]));
+            }
+            for (o, &p) in o.iter_mut().zip(&perm) {
+                *o = p as i64;
+            }
+        });
+    out
+}
+
 /// Batched matrix product of `[.., m, k]` and `[.., k, n]`.
 pub(crate) fn matmul<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>) -> ArrayD<T> {
     let r = a.ndim();

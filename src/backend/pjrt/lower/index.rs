@@ -1,4 +1,5 @@
-//! Indexing ops: `index_select`, `gather`, `index_add`, `scatter_add`.
+//! Indexing ops: `index_select`, `gather`, `index_add`, `scatter` (add or
+//! overwrite).
 //!
 //! Operands are used through static views. Gathers read only real
 //! positions for in-range indices; XLA clamps an out-of-range index into
@@ -8,6 +9,7 @@
 
 use super::emit::{list, Elt, Ty, V};
 use super::Ctx;
+use crate::ir::ScatterMode;
 
 /// `[0, r)` without `dim`.
 fn others(r: usize, dim: usize) -> Vec<i64> {
@@ -97,11 +99,21 @@ impl Ctx<'_> {
         let attrs = format!(
             "scatter_dimension_numbers = #stablehlo.scatter<{uw}inserted_window_dims = [{dim}], scatter_dims_to_operand_dims = [{dim}], index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false"
         );
-        let out = self.scatter_add_op(&bs, &is, &ss, &attrs);
+        let out = self.scatter_op(&bs, &is, &ss, &attrs, ScatterMode::Add);
         self.redyn(out, ty, &sizes)
     }
 
-    pub(super) fn scatter_add(&mut self, base: &V, idx: &V, src: &V, dim: usize, ty: &Ty) -> V {
+    /// PyTorch's `scatter_add` or `scatter` along `dim`. With `Overwrite`
+    /// and duplicate indices XLA keeps one of the updates, unspecified which.
+    pub(super) fn scatter(
+        &mut self,
+        base: &V,
+        idx: &V,
+        src: &V,
+        dim: usize,
+        mode: ScatterMode,
+        ty: &Ty,
+    ) -> V {
         let sizes = self.sizes_of(base);
         let bs = self.padded(base, None);
         let is = self.drop_padding(idx, bs.ty.dims[dim]);
@@ -131,11 +143,11 @@ impl Ctx<'_> {
             list(&dims),
             list(&dims)
         );
-        let out = self.scatter_add_op(&bs, &indices, &ss, &attrs);
+        let out = self.scatter_op(&bs, &indices, &ss, &attrs, mode);
         self.redyn(out, ty, &sizes)
     }
 
-    fn scatter_add_op(&mut self, base: &V, indices: &V, upd: &V, attrs: &str) -> V {
+    fn scatter_op(&mut self, base: &V, indices: &V, upd: &V, attrs: &str, mode: ScatterMode) -> V {
         let e = base.ty.elt;
         self.b
             .region_op(
@@ -144,7 +156,10 @@ impl Ctx<'_> {
                 attrs,
                 &[e, e],
                 std::slice::from_ref(&base.ty),
-                |b, a| vec![b.bin("add", &a[0], &a[1])],
+                |b, a| match mode {
+                    ScatterMode::Add => vec![b.bin("add", &a[0], &a[1])],
+                    ScatterMode::Overwrite => vec![a[1].clone()],
+                },
             )
             .remove(0)
     }

@@ -39,6 +39,7 @@ mod index;
 mod math;
 mod reduce;
 mod sizes;
+mod sort;
 
 use crate::dtype::DType;
 use crate::ir::program::{Program, VarSource};
@@ -290,7 +291,8 @@ impl Ctx<'_> {
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
             Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
-            Op::ScatterAdd { dim } => self.scatter_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::Scatter { dim, mode } => self.scatter(&ins[0], &ins[1], &ins[2], *dim, *mode, &ty),
+            Op::Argsort { dim, descending } => self.argsort(&ins[0], *dim, *descending, &ty),
             Op::MaskedScatter => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
             Op::Nonzero => self.nonzero(&ins[0], &ty),
             Op::MaskedSelect => self.masked_select(&ins[0], &ins[1], &ty),

@@ -1,0 +1,116 @@
+//! Sorting: `sort`, `argsort` and `topk`, all from one primitive
+//! (`Op::Argsort`, the stable sorting permutation) and `gather`.
+
+use super::dim::{DimIndex, ResolveDim};
+use super::guard::non_negative_checks;
+use super::Tensor;
+use crate::error::Error;
+use crate::ir::Op;
+use crate::symint::SizeExpr;
+use smallvec::SmallVec;
+
+impl Tensor {
+    /// The values sorted along `dim` and the I64 indices they came from
+    /// (PyTorch's `torch.sort(stable=True)`): equal values keep their
+    /// order, NaN sorts as the largest value (last ascending, first
+    /// `descending`). Along a dynamic dim only the real elements are
+    /// sorted; the result has the input's sizes. Gradients flow to the
+    /// values through the indices.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![3.0f32, f32::NAN, 1.0, 3.0], &[4]).unwrap();
+    /// let (v, i) = x.sort(0, false);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 0, 3, 1]);
+    /// assert_eq!(&v.to_vec::<f32>().unwrap()[..3], &[1.0, 3.0, 3.0]);
+    /// let (_, i) = x.sort(0, true);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0, 3, 2]);
+    /// ```
+    pub fn sort(&self, dim: impl DimIndex, descending: bool) -> (Tensor, Tensor) {
+        let d = dim.resolve("sort", &self.shape_exprs());
+        let idx = self.argsort(d, descending);
+        (self.gather(d, &idx), idx)
+    }
+
+    /// The I64 indices that sort `self` along `dim`: the second result of
+    /// [`sort`](Tensor::sort).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![2i64, 0, 1, 3], &[2, 2]).unwrap();
+    /// assert_eq!(x.argsort(1, false).to_vec::<i64>().unwrap(), vec![1, 0, 0, 1]);
+    /// assert_eq!(x.argsort(0, true).to_vec::<i64>().unwrap(), vec![0, 1, 1, 0]);
+    /// ```
+    pub fn argsort(&self, dim: impl DimIndex, descending: bool) -> Tensor {
+        let d = dim.resolve("argsort", &self.shape_exprs());
+        Tensor::apply(Op::Argsort { dim: d, descending }, &[self], SmallVec::new())
+    }
+
+    /// The `k` largest (or, with `largest = false`, smallest) values along
+    /// `dim`, sorted (descending for the largest, ascending for the
+    /// smallest, as PyTorch), and their I64 indices; ties keep the lower
+    /// index first, NaN counts as the largest value.
+    ///
+    /// The result's `dim` has size `k`. Along a dynamic dim of size `n`
+    /// (`[<=N]`, with `k <= N`), as PyTorch, fewer than `k` real elements
+    /// are an error: when the program runs, `n >= k` is checked and a
+    /// failing check fails the step (`Error::SizeCheckFailed`). For "at
+    /// most `k`", pad first: `x.pad_to_bound(f64::NEG_INFINITY).topk(k, ..)`.
+    /// Panics when `k` exceeds the size (or bound) of `dim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.5f32, 2.0, -1.0, 2.0, 1.0], &[5]).unwrap();
+    /// let (v, i) = x.topk(3, 0, true);
+    /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![2.0, 2.0, 1.0]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 3, 4]);
+    /// let (v, _) = x.masked_select(&x.gt_scalar(0.0)).topk(2, 0, false);
+    /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![0.5, 1.0]);
+    /// assert_eq!(v.size(0).as_static(), Some(2));
+    /// ```
+    pub fn topk(&self, k: usize, dim: impl DimIndex, largest: bool) -> (Tensor, Tensor) {
+        let shape = self.shape_exprs();
+        let d = dim.resolve("topk", &shape);
+        let size = &shape[d];
+        if k as i64 > size.hi() {
+            panic!(
+                "{}",
+                Error::shape(
+                    "topk",
+                    format!(
+                        "k = {k} is larger than the size {} of dimension {d} (shape {}); choose k at most the size",
+                        size.hi(),
+                        self.shape_string()
+                    ),
+                )
+            );
+        }
+        let idx = self.argsort(d, largest);
+        let idx = if size.as_const().is_some() {
+            idx.narrow(d, 0, k)
+        } else {
+            self.first_k_of_dynamic(&idx, d, k)
+        };
+        (self.gather(d, &idx), idx)
+    }
+
+    /// The first `k` of the sorting permutation `idx` along the dynamic dim
+    /// `d` of `self`, as a static size `k`, with the check that `self` has
+    /// at least `k` real elements there. Other dynamic dims keep their
+    /// sizes.
+    fn first_k_of_dynamic(&self, idx: &Tensor, d: usize, k: usize) -> Tensor {
+        let n = &self.shape_exprs()[d];
+        let short = n.sub(&SizeExpr::constant(k as i64));
+        let checks = non_negative_checks("topk", std::slice::from_ref(&short))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut first = idx.pad_to_bound(0.0).narrow(d, 0, k);
+        for (j, s) in self.sizes().iter().enumerate() {
+            if j != d && s.is_dynamic() {
+                // Back to the real size of the other dynamic dims.
+                let keep = self.device().scoped(|| Tensor::arange_sym(s));
+                first = first.index_select(j, &keep);
+            }
+        }
+        first.checked(checks, &[self.node()])
+    }
+}
