@@ -7,6 +7,7 @@
 
 mod eval;
 mod kernels;
+mod window;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::host::HostArray;
