@@ -497,3 +497,18 @@ fn the_printer_shows_the_window() {
         );
     });
 }
+
+backend_test! {
+    fn long_scans_and_their_gradients() {
+        let n = 3000usize;
+        let x = Tensor::arange(n as i64).to_dtype(DType::F64).requires_grad(true);
+        let s = x.cumsum(0);
+        (&s * 1.0).sum().backward();
+        let v = s.to_vec::<f64>().unwrap();
+        assert_eq!(v[n - 1], (n * (n - 1) / 2) as f64);
+        assert_eq!(v[10], 55.0);
+        // d(sum(cumsum(x)))/dx_i = n - i: a scan from the end.
+        let g = x.grad().unwrap().to_vec::<f64>().unwrap();
+        assert_eq!((g[0], g[1], g[n - 1]), (n as f64, (n - 1) as f64, 1.0));
+    }
+}

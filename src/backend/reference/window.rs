@@ -70,27 +70,70 @@ fn out_shape(w: &Window, shape: &[usize]) -> Vec<usize> {
     (0..shape.len()).map(|d| w.out_size(d, shape[d])).collect()
 }
 
-fn reduce_window_num<T: Num>(kind: WindowKind, a: &ArrayD<T>, w: &Window) -> ArrayD<T> {
-    let a = a.as_standard_layout();
-    let x = a.as_slice().expect("standard layout");
-    let shape = out_shape(w, a.shape());
-    let init = match kind {
+/// The one dim along which `w` is an inclusive scan of an operand of
+/// `shape` while every other dim is trivial, and whether it runs from the
+/// end: a window ending at each position and reaching back to the start
+/// (`cumsum`), or starting there and reaching the end (its gradient).
+fn scan_dim(w: &Window, shape: &[usize]) -> Option<(usize, bool)> {
+    let mut dims = (0..w.rank()).filter(|&d| !w.is_trivial(d));
+    let d = dims.next()?;
+    if dims.next().is_some() || !w.keeps_size(d) {
+        return None;
+    }
+    match w.padding[d] {
+        (lo, 0) if lo + 1 >= shape[d] => Some((d, false)),
+        (0, hi) if hi + 1 >= shape[d] => Some((d, true)),
+        _ => None,
+    }
+}
+
+/// Combines the window's elements in its order, from the identity.
+fn combine<T: Num>(kind: WindowKind, acc: T, v: T) -> T {
+    match kind {
+        WindowKind::Sum => acc.add(v),
+        WindowKind::Product => acc.mul(v),
+        // NaN propagates, as in `max`/`min`.
+        WindowKind::Max if v.is_nan() || v > acc => v,
+        WindowKind::Min if v.is_nan() || v < acc => v,
+        WindowKind::Max | WindowKind::Min => acc,
+    }
+}
+
+fn identity<T: Num>(kind: WindowKind) -> T {
+    match kind {
         WindowKind::Sum => T::default(),
         WindowKind::Product => T::from_f64(1.0),
         WindowKind::Max => T::lowest(),
         WindowKind::Min => T::highest(),
-    };
-    let mut out = vec![init; shape.iter().product()];
+    }
+}
+
+fn reduce_window_num<T: Num>(kind: WindowKind, a: &ArrayD<T>, w: &Window) -> ArrayD<T> {
+    if let Some((d, reverse)) = scan_dim(w, a.shape()) {
+        // `cumsum`, `cumprod` and their gradients in linear time: each
+        // window's fold is its neighbour's and one element (forwards, the
+        // operations of the general loop below, in its order).
+        let mut out = a.clone();
+        for mut lane in out.lanes_mut(ndarray::Axis(d)) {
+            let mut acc = identity::<T>(kind);
+            let mut step = |v: &mut T| {
+                acc = combine(kind, acc, *v);
+                *v = acc;
+            };
+            if reverse {
+                lane.iter_mut().rev().for_each(&mut step);
+            } else {
+                lane.iter_mut().for_each(&mut step);
+            }
+        }
+        return out;
+    }
+    let a = a.as_standard_layout();
+    let x = a.as_slice().expect("standard layout");
+    let shape = out_shape(w, a.shape());
+    let mut out = vec![identity::<T>(kind); shape.iter().product()];
     for_each_window(a.shape(), w, &shape, |o, i| {
-        let (acc, v) = (out[o], x[i]);
-        out[o] = match kind {
-            WindowKind::Sum => acc.add(v),
-            WindowKind::Product => acc.mul(v),
-            // NaN propagates, as in `max`/`min`.
-            WindowKind::Max if v.is_nan() || v > acc => v,
-            WindowKind::Min if v.is_nan() || v < acc => v,
-            WindowKind::Max | WindowKind::Min => acc,
-        };
+        out[o] = combine(kind, out[o], x[i])
     });
     ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape matches")
 }
