@@ -484,17 +484,21 @@ backend_test! {
 }
 
 #[test]
-fn the_printer_shows_the_window() {
+fn the_printer_shows_windows_and_their_gradients() {
     let _g = common::lock();
     lazyxla::Device::reference().scoped(|| {
-        let x = Tensor::zeros(&[1, 1, 4, 4], DType::F32);
-        let text = lazyxla::debug::ir_text(&[&x.max_pool2d((2, 2), (2, 1), (1, 0))]);
-        assert!(
-            text.contains(
-                "reduce_window_max[size=[1, 1, 2, 2] stride=[1, 1, 2, 1] pad=[0:0, 0:0, 1:1, 0:0]]"
-            ),
-            "{text}"
+        let x = Tensor::from_vec(data(16, 2), &[1, 1, 4, 4])
+            .unwrap()
+            .requires_grad(true);
+        let y = x.max_pool2d((2, 2), (2, 1), (1, 0));
+        y.sum().backward();
+        insta::assert_snapshot!(
+            "max_pool2d_and_gradient",
+            lazyxla::debug::ir_text(&[&y, &x.grad().unwrap()])
         );
+        let v = Tensor::from_vec(vec![1.0f32, -2.0, 3.0], &[3]).unwrap();
+        let s = v.masked_select(&v.gt_scalar(0.0)).cumsum(0);
+        insta::assert_snapshot!("cumsum_in_a_zone", lazyxla::debug::ir_text(&[&s]));
     });
 }
 
