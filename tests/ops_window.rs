@@ -516,3 +516,36 @@ backend_test! {
         assert_eq!((g[0], g[1], g[n - 1]), (n as f64, (n - 1) as f64, 1.0));
     }
 }
+
+backend_test! {
+    fn a_pooling_net_trains_on_variable_batches_with_one_compile() {
+        use lazyxla::optim::{Optimizer, Sgd};
+        // Images whose target is the mean of their top-left quarter.
+        let net = lazyxla::nn::Sequential::new()
+            .add(MaxPool2d::new((2, 2)).stride((1, 1)).padding((1, 1)))
+            .add(AvgPool2d::new((2, 2)))
+            .add(AdaptiveAvgPool2d::new((2, 2)));
+        let head = lazyxla::nn::Linear::new(4, 1, 3);
+        let mut opt = Sgd::new(head.parameters(), 0.01);
+        let mut losses = Vec::new();
+        for step in 0..24u64 {
+            let n = 1 + (step as usize * 5) % 8;
+            let v = data(n * 36, step);
+            let y: Vec<f32> = (0..n)
+                .map(|b| (0..9).map(|i| v[b * 36 + (i / 3) * 6 + i % 3]).sum::<f32>() / 9.0)
+                .collect();
+            let x = Tensor::from_vec(v, &[n, 1, 6, 6]).unwrap().mark_dynamic(0, 8);
+            let y = Tensor::from_vec(y, &[n, 1]).unwrap().mark_dynamic_as(0, &x, 0);
+            opt.zero_grad();
+            let features = net.forward(&x).reshape(&[-1, 4]);
+            let loss = lazyxla::nn::mse_loss(&head.forward(&features), &y);
+            loss.backward();
+            opt.step();
+            lazyxla::mark_step().unwrap();
+            losses.push(loss.item::<f32>().unwrap());
+        }
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+        let mean = |s: &[f32]| s.iter().sum::<f32>() / s.len() as f32;
+        assert!(mean(&losses[18..]) < mean(&losses[..6]), "{losses:?}");
+    }
+}
