@@ -235,3 +235,21 @@ backend_test! {
         check("embedding_rows", &X, &[2, 3], |x| x.index_select(0, &ids()));
     }
 }
+
+backend_test! {
+    fn window_ops() {
+        // Distinct values: finite differences never cross a tie.
+        let x12: Vec<f64> = (0..12).map(|i| ((i * 7) % 12) as f64 * 0.37 - 1.9).collect();
+        check("max_pool2d", &x12, &[1, 1, 3, 4], |x| x.max_pool2d((2, 2), (1, 2), (1, 1)));
+        check("max_pool2d chw", &x12, &[2, 2, 3], |x| x.max_pool2d((2, 1), (1, 1), (0, 0)));
+        check("avg_pool2d", &x12, &[1, 1, 3, 4], |x| x.avg_pool2d((3, 2), (2, 1), (1, 1)));
+        check("adaptive_avg_pool2d", &x12, &[1, 1, 3, 4], |x| x.adaptive_avg_pool2d((2, 3)));
+        check("cumsum", &X, &[2, 3], |x| x.cumsum(1));
+        check("cumsum dim 0", &X, &[2, 3], |x| x.cumsum(0));
+        check("cumprod", &X, &[2, 3], |x| x.cumprod(1));
+        check("cumprod dim 0", &POS, &[3, 2], |x| x.cumprod(0));
+        // Through a dynamic zone: scans along a `[<=6]` selection.
+        check("cumsum of masked_select", &X, &[6], |x| x.masked_select(&x.gt_scalar(0.0)).cumsum(0));
+        check("cumprod of masked_select", &X, &[6], |x| x.masked_select(&x.lt_scalar(1.0)).cumprod(0));
+    }
+}

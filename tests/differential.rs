@@ -59,6 +59,11 @@ enum Step {
     /// Base, source, flags: dim (bit 0), overwrite rather than add (bit
     /// 1), descending permutation (bit 2).
     Scatter(usize, usize, u8),
+    /// Max, average or adaptive pooling over a 2-D view (a dynamic dim
+    /// becomes the batch).
+    Pool(usize, u8),
+    /// `cumsum` (even kind) or `cumprod` along a dim, dynamic ones too.
+    Scan(usize, u8, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -94,7 +99,9 @@ fn step() -> impl Strategy<Value = Step> {
         i.clone().prop_map(Step::Softmax),
         (i.clone(), 0u8..8).prop_map(|(a, f)| Step::Sort(a, f)),
         (i.clone(), 0u8..4, 0u8..8).prop_map(|(a, k, f)| Step::TopK(a, k, f)),
-        (i.clone(), i, 0u8..8).prop_map(|(a, b, f)| Step::Scatter(a, b, f)),
+        (i.clone(), i.clone(), 0u8..8).prop_map(|(a, b, f)| Step::Scatter(a, b, f)),
+        (i.clone(), 0u8..6).prop_map(|(a, k)| Step::Pool(a, k)),
+        (i, 0u8..2, 0u8..3).prop_map(|(a, k, d)| Step::Scan(a, k, d)),
     ]
 }
 
@@ -335,8 +342,50 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 base.scatter_add(d, &folded, &src)
             }
         }
+        Step::Pool(a, k) => pooled(&float(&pick(a)), *k),
+        Step::Scan(a, k, d) => {
+            let x = pick(a);
+            let d = *d as usize % x.rank().max(1);
+            if k % 2 == 0 {
+                x.cumsum(d)
+            } else {
+                x.cumprod(d)
+            }
+        }
     }));
     r.ok()
+}
+
+/// Pooling over `x` seen as NCHW: a static 2-D `[r, c]` as one `r x c`
+/// image, a dynamic one (dim 0) as a batch of `1 x c` images, 1-D alike;
+/// the result is 2-D again (as every generated tensor). `k` picks max,
+/// average or adaptive pooling and the padding.
+fn pooled(x: &Tensor, k: u8) -> Tensor {
+    let (x4, batch) = match (x.rank(), x.is_dynamic()) {
+        (2, false) => (x.unsqueeze(0).unsqueeze(0), false),
+        (2, true) => (x.unsqueeze(1).unsqueeze(1), true),
+        (1, false) => (x.unsqueeze(0).unsqueeze(0).unsqueeze(0), false),
+        (1, true) => (x.unsqueeze(1).unsqueeze(1).unsqueeze(1), true),
+        _ => panic!("pooled: 1-D or 2-D operands only"),
+    };
+    let b = x4.upper_bounds();
+    let (h, w) = (b[2], b[3]);
+    let kernel = (h.clamp(1, 2), w.clamp(1, 3));
+    let padding = if k >= 3 {
+        (kernel.0 / 2, kernel.1 / 2)
+    } else {
+        (0, 0)
+    };
+    let y = match k % 3 {
+        0 => x4.max_pool2d(kernel, (1, 2), padding),
+        1 => x4.avg_pool2d(kernel, (2, 1), padding),
+        _ => x4.adaptive_avg_pool2d((h.div_ceil(2).max(1), (w + 1).min(3))),
+    };
+    if batch {
+        y.squeeze(1).squeeze(1)
+    } else {
+        y.squeeze(0).squeeze(0)
+    }
 }
 
 /// Builds the program of `spec` on the current default device; returns

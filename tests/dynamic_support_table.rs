@@ -101,6 +101,14 @@ fn apply(op: &str) -> Option<()> {
             v.zeros_like().scatter(0, &i, &v).sum()
                 + v.zeros_like().scatter_add(0, &i.zeros_like(), &v).sum()
         }
+        "max_pool2d" | "avg_pool2d" | "adaptive_avg_pool2d" => {
+            // The dynamic dim as the batch of `1 x 2` images.
+            let x = m.unsqueeze(1).unsqueeze(1); // [<=6, 1, 1, 2]
+            x.max_pool2d((1, 2), (1, 1), (0, 1)).sum()
+                + x.avg_pool2d((1, 2), (1, 2), (0, 1)).sum()
+                + x.adaptive_avg_pool2d((1, 3)).sum()
+        }
+        "cumsum" | "cumprod" => v.cumsum(0).sum() + m.cumprod(0).sum() + m.cumsum(1).sum(),
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

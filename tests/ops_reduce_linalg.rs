@@ -318,3 +318,18 @@ backend_test! {
         assert!(msg.contains("softmax") && msg.contains("dimension 2") && msg.contains("[2, 3]"), "{msg}");
     }
 }
+
+backend_test! {
+    fn a_static_matrix_times_a_batch_from_a_dynamic_zone() {
+        // The broadcast of `m` to the batch `[<=4, 2, 3]` names a size
+        // that only the other operand's graph defines (it was a trace
+        // error: "size variable .. is neither computed nor defined").
+        let v = f32s(&[1.0, -1.0, 2.0, 3.0], &[4]);
+        let sel = v.masked_select(&v.gt_scalar(0.0)); // [<=4], 3 real
+        let batch = sel.reshape(&[-1, 1, 1]).expand(&[sel.size(0), 3.into(), 2.into()]);
+        let m = f32s(&[1.0, 0.0, 1.0, 0.0, 1.0, 1.0], &[2, 3]);
+        let y = m.matmul(&batch); // [<=4, 2, 2]
+        let want: Vec<f32> = [1.0f32, 2.0, 3.0].iter().flat_map(|&s| [2.0 * s, 2.0 * s, 2.0 * s, 2.0 * s]).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), want);
+    }
+}

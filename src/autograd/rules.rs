@@ -5,7 +5,7 @@
 //! masks, conditions). Rules are written with the tensor API, so they are
 //! lazy ops like any other and every backend runs them.
 
-use crate::ir::{BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp};
+use crate::ir::{ArgKind, BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind};
 use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
 use crate::SymInt;
@@ -153,6 +153,10 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             vec![Some(d)]
         }
         Op::ArgReduce { .. } => vec![None],
+        Op::ReduceWindow { kind, window } => vec![Some(window_grad(*kind, window, &x[0], out, g))],
+        Op::SelectAndScatter { .. } => panic!(
+            "select_and_scatter: the gradient with respect to its source (a second derivative of max pooling) is not implemented"
+        ),
         Op::MatMul => {
             let (a, b) = (&x[0], &x[1]);
             vec![
@@ -194,6 +198,47 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::Unique => vec![None],
         Op::UniqueCounts => vec![None, None],
     }
+}
+
+/// The gradient of a window reduction of `a`: windowed sums spread `g`
+/// back over their windows; products do the same with `g * out / a`
+/// (PyTorch's `cumprod` formula for nonzero inputs); max and min route
+/// each window's gradient to its first extremum, as PyTorch's pooling.
+fn window_grad(kind: WindowKind, w: &Window, a: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
+    match kind {
+        WindowKind::Sum => spread_windows(g, w, a),
+        WindowKind::Product => &spread_windows(&(g * out), w, a) / a,
+        WindowKind::Max => a.select_and_scatter(ArgKind::Max, g, w.clone()),
+        WindowKind::Min => a.select_and_scatter(ArgKind::Min, g, w.clone()),
+    }
+}
+
+/// The transpose of a windowed sum over `a`: each element of `a` gets the
+/// sum of `g` over the windows that read it. That is itself a windowed
+/// sum of `g`, dilated by the stride, read every `dilation` elements by a
+/// window of the same size, padded `size - 1 - lo` before and enough
+/// after to give `a`'s size (the mirror padding `lo` on a dim that keeps
+/// its size, which is how dynamic dims have it).
+fn spread_windows(g: &Tensor, w: &Window, a: &Tensor) -> Tensor {
+    let (xs, gs) = (a.shape_exprs(), g.shape_exprs());
+    let mut t = Window::new(w.size.clone());
+    for d in 0..w.rank() {
+        let ((lo, hi), k) = (w.padding[d], w.size[d]);
+        if lo >= k || hi >= k {
+            panic!("reduce_window: the gradient of a window whose padding ({lo}, {hi}) covers a whole window (size {k}) is not supported");
+        }
+        t.dilation[d] = w.stride[d];
+        t.stride[d] = w.dilation[d];
+        let after = match (xs[d].as_const(), gs[d].as_const()) {
+            (Some(0), _) | (_, Some(0)) => return a.zeros_like(),
+            (Some(n), Some(m)) => {
+                (n - 1) * w.dilation[d] as i64 + lo as i64 - (m - 1) * w.stride[d] as i64
+            }
+            _ => lo as i64,
+        };
+        t.padding[d] = (k - 1 - lo, after.max(0) as usize);
+    }
+    g.reduce_window("reduce_window", WindowKind::Sum, t)
 }
 
 /// Sums `g` (of the broadcast `shape`) back to the shape of `a`.

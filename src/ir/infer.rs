@@ -414,6 +414,14 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             out.remove(*dim);
             Ok((DType::I64, out))
         }
+        Op::ReduceWindow { kind, window } => {
+            arity(1)?;
+            super::window::infer_reduce_window(name, *kind, window, &inputs[0])
+        }
+        Op::SelectAndScatter { window, .. } => {
+            arity(2)?;
+            super::window::infer_select_and_scatter(name, window, &inputs[0], &inputs[1])
+        }
         Op::MatMul => {
             arity(2)?;
             let (a, b) = (&inputs[0], &inputs[1]);

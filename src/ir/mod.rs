@@ -10,7 +10,10 @@ pub(crate) mod print;
 pub(crate) mod program;
 pub(crate) mod random;
 pub(crate) mod size_source;
+pub(crate) mod window;
 
 pub use conv::Conv;
 pub use node::{live_node_count, Node};
-pub use op::{ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, ScatterMode, UnaryOp};
+pub use op::{
+    ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind,
+};

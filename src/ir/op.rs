@@ -10,6 +10,7 @@
 use super::check::SizeCheck;
 use super::conv::Conv;
 use super::leaf::LeafData;
+pub use super::window::{Window, WindowKind};
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
 use std::hash::{Hash, Hasher};
@@ -236,6 +237,31 @@ pub enum Op {
         dim: usize,
     },
 
+    // ----- windows -----
+    /// One operand reduced over sliding windows (XLA's `reduce_window`):
+    /// output position `o` reduces the operand's elements at
+    /// `o * stride + k - padding.0` for window offsets `k`, reading the
+    /// kind's identity in the padding and in dilation holes. On a dynamic
+    /// dim the window is trivial, or (sum and product) keeps the size.
+    ReduceWindow {
+        /// The reduction.
+        kind: WindowKind,
+        /// The window, one entry per operand dim.
+        window: Window,
+    },
+    /// Operands `x` and `source` (the shape of a `ReduceWindow` of `x`
+    /// with `window`): zeros of `x`'s shape where each window adds its
+    /// `source` element at the position it selects: the first maximum
+    /// (minimum) of `x` in the window's row-major order, the first NaN
+    /// before any number (as `argmax`), never padding. The gradient of a
+    /// max (min) window reduction, as PyTorch's pooling. No dilation.
+    SelectAndScatter {
+        /// Which extremum each window selects.
+        kind: ArgKind,
+        /// The window, one entry per operand dim.
+        window: Window,
+    },
+
     // ----- linear algebra -----
     /// Operands `[.., m, k]` and `[.., k, n]` with equal batch dims.
     MatMul,
@@ -327,6 +353,8 @@ impl Op {
             | Op::PadToBound { .. }
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
             | Op::MatMul
             | Op::Convolution(_)
             | Op::IndexSelect { .. }
@@ -366,6 +394,8 @@ impl Op {
             | Op::PadToBound { .. }
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
             | Op::MatMul
             | Op::Convolution(_)
             | Op::IndexSelect { .. }
@@ -442,6 +472,16 @@ impl Op {
             Op::ArgReduce { kind, .. } => match kind {
                 ArgKind::Max => "argmax",
                 ArgKind::Min => "argmin",
+            },
+            Op::ReduceWindow { kind, .. } => match kind {
+                WindowKind::Sum => "reduce_window_sum",
+                WindowKind::Product => "reduce_window_prod",
+                WindowKind::Max => "reduce_window_max",
+                WindowKind::Min => "reduce_window_min",
+            },
+            Op::SelectAndScatter { kind, .. } => match kind {
+                ArgKind::Max => "select_and_scatter_max",
+                ArgKind::Min => "select_and_scatter_min",
             },
             Op::MatMul => "matmul",
             Op::Convolution(_) => "convolution",

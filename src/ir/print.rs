@@ -97,6 +97,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
             .join(", "),
         Op::Reduce { dims, .. } => format!("dims={dims:?}"),
         Op::ArgReduce { dim, .. } => format!("dim={dim}"),
+        Op::ReduceWindow { window, .. } | Op::SelectAndScatter { window, .. } => window.describe(),
         Op::MatMul => String::new(),
         Op::Convolution(conv) => conv.describe(),
         Op::IndexSelect { dim }

@@ -13,12 +13,14 @@
 mod conv;
 mod layers;
 mod loss;
+mod pool;
 
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
     binary_cross_entropy_with_logits, cross_entropy, mse_loss, smooth_l1_loss, smooth_l1_loss_beta,
 };
+pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 
 use crate::Tensor;
 

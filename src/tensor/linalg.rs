@@ -71,10 +71,12 @@ impl Tensor {
                     shape_string(&other.shape_exprs())
                 )
             });
+        // A batch size that only the other operand defines (a static
+        // matrix times a batch of a dynamic zone) needs it as a size dep.
         let full = |s: &[crate::symint::SizeExpr], t: &Tensor| {
             let mut shape = batch.clone();
             shape.extend(s[s.len() - 2..].iter().cloned());
-            t.broadcast_for("matmul", &shape, &[])
+            t.broadcast_for("matmul", &shape, &[&a2, &b2])
         };
         let (a3, b3) = (full(&sa, &a2), full(&sb, &b2));
         let out = Tensor::try_apply(Op::MatMul, &[&a3, &b3], SmallVec::new()).unwrap_or_else(|e| {

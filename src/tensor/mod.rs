@@ -19,6 +19,7 @@ mod std_ops;
 mod sym_bool;
 mod sym_int;
 pub(crate) mod sync;
+mod window;
 
 pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;

@@ -189,6 +189,12 @@ pub(super) fn run(
                         HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
                     })
                 }
+                Op::ReduceWindow { kind, window } => {
+                    super::window::reduce_window(*kind, ins[0], window)?
+                }
+                Op::SelectAndScatter { kind, window } => {
+                    super::window::select_and_scatter(*kind, ins[0], ins[1], window)?
+                }
                 Op::MatMul => match (ins[0], ins[1]) {
                     (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::matmul(a, b)),
                     (HostArray::F64(a), HostArray::F64(b)) => HostArray::F64(kernels::matmul(a, b)),

@@ -40,6 +40,7 @@ mod math;
 mod reduce;
 mod sizes;
 mod sort;
+mod window;
 
 use crate::dtype::DType;
 use crate::ir::program::{Program, VarSource};
@@ -286,6 +287,10 @@ impl Ctx<'_> {
             Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
             Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
             Op::ArgReduce { kind, dim } => self.arg_reduce(*kind, &ins[0], *dim, &ty),
+            Op::ReduceWindow { kind, window } => self.reduce_window(*kind, &ins[0], window, &ty),
+            Op::SelectAndScatter { kind, window } => {
+                self.select_and_scatter(*kind, &ins[0], &ins[1], window, &ty)
+            }
             Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),
             Op::Convolution(c) => self.convolution(&ins[0], &ins[1], c, &ty),
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),

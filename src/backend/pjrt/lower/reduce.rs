@@ -8,7 +8,7 @@ use crate::ir::{ArgKind, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
 /// operands, since XLA may apply it in either order).
-fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
+pub(super) fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
     let better = b.cmp(dir, p, q);
     let take = if p.ty.elt.is_float() {
         let nan = b.cmp(CmpOp::Ne, p, p);
@@ -17,6 +17,32 @@ fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
         better
     };
     b.select(&take, p, q)
+}
+
+/// The better of two (value, index) pairs, `a = [va, ia, vb, ib]`, in
+/// the total order (is NaN, value by `dir`, lower index): the first NaN
+/// wins, then the first extremum. Any combination order gives the same
+/// pair, so XLA may reduce in any order.
+pub(super) fn arg_pick(b: &mut Builder, dir: CmpOp, float: bool, a: &[V]) -> Vec<V> {
+    let (va, ia, vb, ib) = (&a[0], &a[1], &a[2], &a[3]);
+    let better = b.cmp(dir, va, vb);
+    let tie = b.cmp(CmpOp::Eq, va, vb);
+    let first = b.cmp(CmpOp::Lt, ia, ib);
+    let tie_first = b.bin("and", &tie, &first);
+    let mut take = b.bin("or", &better, &tie_first);
+    if float {
+        // NaN first, then the numeric order; among NaNs the lower index.
+        let a_nan = b.cmp(CmpOp::Ne, va, va);
+        let b_nan = b.cmp(CmpOp::Ne, vb, vb);
+        let both = b.bin("and", &a_nan, &b_nan);
+        let nan_first = b.bin("and", &both, &first);
+        let not_b_nan = b.un("not", &b_nan);
+        let only_a = b.bin("and", &a_nan, &not_b_nan);
+        let numbers = b.bin("and", &take, &not_b_nan);
+        let t = b.bin("or", &only_a, &nan_first);
+        take = b.bin("or", &t, &numbers);
+    }
+    vec![b.select(&take, va, vb), b.select(&take, ia, ib)]
 }
 
 impl Ctx<'_> {
@@ -79,28 +105,7 @@ impl Ctx<'_> {
             &format!("dimensions = array<i64: {dim}>"),
             &[e, Elt::I64, e, Elt::I64],
             &[out_v, out_i],
-            |b, a| {
-                let (va, ia, vb, ib) = (&a[0], &a[1], &a[2], &a[3]);
-                let better = b.cmp(dir, va, vb);
-                let tie = b.cmp(CmpOp::Eq, va, vb);
-                let first = b.cmp(CmpOp::Lt, ia, ib);
-                let tie_first = b.bin("and", &tie, &first);
-                let mut take = b.bin("or", &better, &tie_first);
-                if float {
-                    // NaN first, then the numeric order; among NaNs the
-                    // lower index.
-                    let a_nan = b.cmp(CmpOp::Ne, va, va);
-                    let b_nan = b.cmp(CmpOp::Ne, vb, vb);
-                    let both = b.bin("and", &a_nan, &b_nan);
-                    let nan_first = b.bin("and", &both, &first);
-                    let not_b_nan = b.un("not", &b_nan);
-                    let only_a = b.bin("and", &a_nan, &not_b_nan);
-                    let numbers = b.bin("and", &take, &not_b_nan);
-                    let t = b.bin("or", &only_a, &nan_first);
-                    take = b.bin("or", &t, &numbers);
-                }
-                vec![b.select(&take, va, vb), b.select(&take, ia, ib)]
-            },
+            |b, a| arg_pick(b, dir, float, a),
         );
         self.redyn(res[1].clone(), ty, &kept)
     }

@@ -1,0 +1,144 @@
+//! Pooling layers: [`MaxPool2d`], [`AvgPool2d`] and [`AdaptiveAvgPool2d`]
+//! over NCHW (or CHW) tensors, with PyTorch's defaults (stride = kernel,
+//! no padding). They have no parameters.
+
+use super::Module;
+use crate::tensor::Tensor;
+
+/// Max pooling, as `torch.nn.MaxPool2d` (see [`Tensor::max_pool2d`]).
+///
+/// ```
+/// use lazyxla::nn::{MaxPool2d, Module};
+/// use lazyxla::Tensor;
+/// let x = Tensor::from_vec((0..16).map(|v| v as f32).collect(), &[1, 1, 4, 4]).unwrap();
+/// let y = MaxPool2d::new((2, 2)).forward(&x);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct MaxPool2d {
+    /// Window size (height, width).
+    pub kernel: (usize, usize),
+    /// Step between windows (default: the kernel).
+    pub stride: (usize, usize),
+    /// `-inf` padding on each side of H and W (default: none).
+    pub padding: (usize, usize),
+}
+
+impl MaxPool2d {
+    /// A layer with stride = kernel and no padding.
+    pub fn new(kernel: (usize, usize)) -> MaxPool2d {
+        MaxPool2d {
+            kernel,
+            stride: kernel,
+            padding: (0, 0),
+        }
+    }
+
+    /// Sets the stride.
+    pub fn stride(mut self, stride: (usize, usize)) -> MaxPool2d {
+        self.stride = stride;
+        self
+    }
+
+    /// Sets the padding.
+    pub fn padding(mut self, padding: (usize, usize)) -> MaxPool2d {
+        self.padding = padding;
+        self
+    }
+}
+
+impl Module for MaxPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.max_pool2d(self.kernel, self.stride, self.padding)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
+}
+
+/// Average pooling, as `torch.nn.AvgPool2d` with `count_include_pad`
+/// (see [`Tensor::avg_pool2d`]).
+///
+/// ```
+/// use lazyxla::nn::{AvgPool2d, Module};
+/// use lazyxla::Tensor;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 1, 2, 2]).unwrap();
+/// let y = AvgPool2d::new((2, 2)).forward(&x);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.5]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct AvgPool2d {
+    /// Window size (height, width).
+    pub kernel: (usize, usize),
+    /// Step between windows (default: the kernel).
+    pub stride: (usize, usize),
+    /// Zero padding on each side of H and W (default: none).
+    pub padding: (usize, usize),
+}
+
+impl AvgPool2d {
+    /// A layer with stride = kernel and no padding.
+    pub fn new(kernel: (usize, usize)) -> AvgPool2d {
+        AvgPool2d {
+            kernel,
+            stride: kernel,
+            padding: (0, 0),
+        }
+    }
+
+    /// Sets the stride.
+    pub fn stride(mut self, stride: (usize, usize)) -> AvgPool2d {
+        self.stride = stride;
+        self
+    }
+
+    /// Sets the padding.
+    pub fn padding(mut self, padding: (usize, usize)) -> AvgPool2d {
+        self.padding = padding;
+        self
+    }
+}
+
+impl Module for AvgPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.avg_pool2d(self.kernel, self.stride, self.padding)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
+}
+
+/// Adaptive average pooling to a fixed output size, as
+/// `torch.nn.AdaptiveAvgPool2d` (see [`Tensor::adaptive_avg_pool2d`]).
+///
+/// ```
+/// use lazyxla::nn::{AdaptiveAvgPool2d, Module};
+/// use lazyxla::Tensor;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 1, 2, 2]).unwrap();
+/// let y = AdaptiveAvgPool2d::new((1, 1)).forward(&x);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.5]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct AdaptiveAvgPool2d {
+    /// Output size (height, width).
+    pub output: (usize, usize),
+}
+
+impl AdaptiveAvgPool2d {
+    /// A layer pooling to `output`.
+    pub fn new(output: (usize, usize)) -> AdaptiveAvgPool2d {
+        AdaptiveAvgPool2d { output }
+    }
+}
+
+impl Module for AdaptiveAvgPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.adaptive_avg_pool2d(self.output)
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
+}
