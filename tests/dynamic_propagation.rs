@@ -481,3 +481,14 @@ backend_test! {
         assert!(msg.contains("mark_dynamic_as") && msg.contains("2") && msg.contains("3"), "{msg}");
     }
 }
+
+backend_test! {
+    fn a_flattened_dynamic_result_reads_its_shape_after_mark_step() {
+        // The nonzero result itself is dropped: only `2*s` names its size.
+        let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 3.0], &[2, 2]).unwrap();
+        let f = x.nonzero().flatten();
+        mark_step().unwrap();
+        assert_eq!(f.concrete_shape().unwrap(), vec![6]);
+        assert_eq!(f.to_vec::<i64>().unwrap(), vec![0, 0, 1, 0, 1, 1]);
+    }
+}
