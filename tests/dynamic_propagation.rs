@@ -492,3 +492,13 @@ backend_test! {
         assert_eq!(f.to_vec::<i64>().unwrap(), vec![0, 0, 1, 0, 1, 1]);
     }
 }
+
+backend_test! {
+    fn a_flattened_dynamic_result_materializes_its_size_after_mark_step() {
+        let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 3.0], &[2, 2]).unwrap();
+        let f = x.nonzero().flatten(); // [2*s]: no live tensor has [s]
+        mark_step().unwrap();
+        assert_eq!(f.size(0).materialize().unwrap(), 6);
+        assert_eq!((&f + 1).to_vec::<i64>().unwrap(), vec![1, 1, 2, 1, 2, 2]);
+    }
+}

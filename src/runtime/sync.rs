@@ -70,7 +70,8 @@ impl Status {
 /// and returns a data leaf for each. The caller holds [`lock`] until it
 /// has rebound its handles to the results. On error nothing is computed.
 pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced> {
-    let mut ran = run(device, &roots, &[], &[]).map_err(|e| step_failed(e, &roots))?;
+    let inner = inner_vars(&roots);
+    let mut ran = run(device, &roots, &[], &inner).map_err(|e| step_failed(e, &roots))?;
     let status = match ran.outputs_checked {
         true => Some(Status {
             device: device.clone(),
@@ -93,12 +94,39 @@ pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced
             cells,
         ));
     }
+    // The size outputs follow the results.
+    for (i, v) in inner.iter().enumerate() {
+        size_values::bind(v, cell(device, ran.outputs.take(at + i)?));
+    }
     Ok(Synced {
         roots,
         data_nodes,
         ran,
         status,
     })
+}
+
+/// Variables that the roots' shapes name only inside larger expressions
+/// (`2*s` after flattening a `[s, 2]`), with no value yet: the program
+/// returns them too, so the results' sizes stay readable as expressions
+/// once the nodes that define them are gone. (A variable that is a whole
+/// dimension of a root is bound from that dimension's size.)
+fn inner_vars(roots: &[Arc<Node>]) -> Vec<VarRef> {
+    let mut inner = Vec::new();
+    for d in roots.iter().flat_map(|r| r.shape.iter()) {
+        if d.as_const().is_some() || d.as_var().is_some() {
+            continue;
+        }
+        for v in d.vars() {
+            let whole = roots
+                .iter()
+                .any(|r| r.shape.iter().any(|e| e.as_var() == Some(&v)));
+            if !size_values::is_bound(&v) && !whole && !inner.contains(&v) {
+                inner.push(v);
+            }
+        }
+    }
+    inner
 }
 
 /// `e`, the failure of the program computing `roots`, naming them (they
