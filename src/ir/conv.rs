@@ -45,6 +45,13 @@ pub(crate) fn dilated(n: i64, d: usize) -> i64 {
     }
 }
 
+/// How many windows of extent `kernel` fit in `input` at `stride` (both
+/// extents dilated and padded already); `None` when not one does. The
+/// output size of a convolution and of a window reduction alike.
+pub(crate) fn window_count(input: i64, kernel: i64, stride: usize) -> Option<i64> {
+    (input >= kernel).then(|| (input - kernel) / stride as i64 + 1)
+}
+
 impl Conv {
     /// A plain convolution: `stride`, symmetric `padding`, kernel
     /// `dilation`, `groups`.
@@ -76,7 +83,7 @@ impl Conv {
         let (lo, hi) = self.padding[s];
         let input = dilated(n, self.lhs_dilation[s]) + lo + hi;
         let kernel = dilated(k, self.rhs_dilation[s]);
-        (k > 0 && input >= kernel).then(|| (input - kernel) / self.stride[s] as i64 + 1)
+        window_count(input, kernel, self.stride[s]).filter(|_| k > 0)
     }
 
     /// The attributes as the printer shows them.

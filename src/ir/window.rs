@@ -9,6 +9,7 @@
 //! between its real elements and its bound, only after them, so a window
 //! that reads past the real elements reads the identity too.
 
+use super::conv::{dilated, window_count};
 use super::node::{shape_string, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -76,17 +77,9 @@ impl Window {
     /// The output size along `d` for an input size `n` (0 when not even
     /// one window fits).
     pub fn out_size(&self, d: usize, n: usize) -> usize {
-        let dilated = if n == 0 {
-            0
-        } else {
-            (n - 1) * self.dilation[d] + 1
-        };
-        let padded = dilated + self.padding[d].0 + self.padding[d].1;
-        if padded < self.size[d] {
-            0
-        } else {
-            (padded - self.size[d]) / self.stride[d] + 1
-        }
+        let (lo, hi) = self.padding[d];
+        let padded = dilated(n as i64, self.dilation[d]) + (lo + hi) as i64;
+        window_count(padded, self.size[d] as i64, self.stride[d]).unwrap_or(0) as usize
     }
 
     /// `size=[..] stride=[..] pad=[lo:hi, ..]`, and `dilation=[..]` when

@@ -129,6 +129,7 @@ pub(crate) fn trace<'a>(
 
     let mut params = Vec::new();
     let mut param_data = Vec::new();
+    let mut checked = false;
     let mut vars: Vec<VarInfo> = Vec::new();
     let mut var_args = Vec::new();
     // Where each variable can be read, among nodes already placed.
@@ -169,6 +170,7 @@ pub(crate) fn trace<'a>(
             }
         }
         for c in n.op.checks() {
+            checked = true;
             for v in c.lhs.vars().into_iter().chain(c.rhs.vars()) {
                 need(&v, &defined, &mut vars)?;
             }
@@ -198,7 +200,6 @@ pub(crate) fn trace<'a>(
         let i = index[&Arc::as_ptr(r)];
         outputs.push(i);
     }
-    let checked = order.iter().any(|n| !n.op.checks().is_empty());
     let mut traced = Traced {
         checked,
         order,

@@ -101,26 +101,6 @@ impl Tensor {
     /// `SizeMaterialization` once per call that has to run or read
     /// anything).
     pub fn concrete_shape(&self) -> Result<Vec<usize>> {
-        // Computed: each dynamic dimension's cell holds its size, even one
-        // whose expression names a variable no live value defines (the
-        // `2*s` of a flattened `nonzero` whose own result was dropped).
-        let node = self.node();
-        if let Some(data) = crate::runtime::device_data::of(&node) {
-            super::sync::verify()?;
-            return node
-                .shape
-                .iter()
-                .zip(&data.sizes)
-                .map(|(e, cell)| match (e.as_const(), cell) {
-                    (Some(c), _) => Ok(c.max(0) as usize),
-                    (None, Some(cell)) => Ok(cell.get()?.max(0) as usize),
-                    (None, None) => Err(Error::internal(
-                        "concrete_shape",
-                        "a dynamic dim without a size",
-                    )),
-                })
-                .collect();
-        }
         let sizes = self.sizes();
         let dynamic: Vec<&SymInt> = sizes.iter().filter(|s| s.is_dynamic()).collect();
         if dynamic.is_empty() {
