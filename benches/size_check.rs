@@ -18,8 +18,9 @@ use lazyxla::{Device, Tensor};
 use std::time::Instant;
 
 const N: usize = 4096;
-const ROUNDS: usize = 21;
-const STEPS: usize = 200;
+const ROUNDS: usize = 201;
+const STEPS: usize = 20;
+const INPUTS: usize = 200;
 
 fn inputs(step: usize) -> (Tensor, Tensor, Tensor) {
     let mut s = step as u64 * 0x9e37_79b9 + 1;
@@ -54,35 +55,48 @@ fn step(data: &(Tensor, Tensor, Tensor), checked: bool) -> f32 {
 fn main() {
     let device = Device::default();
     println!("size check cost on {}", device.name());
-    let data: Vec<_> = (0..STEPS).map(inputs).collect();
+    let data: Vec<_> = (0..INPUTS).map(inputs).collect();
     // Warm up (compile both programs) and check they agree.
     for d in data.iter().take(3) {
         let (a, b) = (step(d, false), step(d, true));
         assert!((a - b).abs() <= 1e-3 * a.abs().max(1.0), "{a} vs {b}");
     }
-    let mut plain = Vec::new();
-    let mut checked = Vec::new();
-    for r in 0..ROUNDS {
-        for flag in [r % 2 == 0, r % 2 != 0] {
-            let t = Instant::now();
+    // `SIZE_CHECK_ONLY=plain|checked` runs one way only, for counting
+    // instructions with `perf stat` (load-independent, unlike time).
+    if let Ok(only) = std::env::var("SIZE_CHECK_ONLY") {
+        let flag = only == "checked";
+        for _ in 0..20 {
             for d in &data {
                 std::hint::black_box(step(d, flag));
             }
-            let us = t.elapsed().as_secs_f64() * 1e6 / STEPS as f64;
-            if flag {
-                checked.push(us);
-            } else {
-                plain.push(us);
-            }
         }
+        return;
+    }
+    // Short alternating rounds, compared in pairs: the ratio of each
+    // round's two times cancels the machine's slow drifts (other
+    // processes, frequency), and the median of the ratios drops bursts.
+    let mut plain = Vec::new();
+    let mut checked = Vec::new();
+    let mut ratios = Vec::new();
+    for r in 0..ROUNDS {
+        let mut pair = [0.0; 2];
+        for flag in [r % 2 == 0, r % 2 != 0] {
+            let t = Instant::now();
+            for d in data.iter().skip((r * STEPS) % data.len()).take(STEPS) {
+                std::hint::black_box(step(d, flag));
+            }
+            pair[flag as usize] = t.elapsed().as_secs_f64() * 1e6 / STEPS as f64;
+        }
+        plain.push(pair[0]);
+        checked.push(pair[1]);
+        ratios.push(pair[1] / pair[0]);
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (p, c) = (median(plain), median(checked));
+    let (p, c, ratio) = (median(plain), median(checked), median(ratios));
     println!(
-        "RATIO detection_loss_{N}: without a check {p:.1} us, with a check {c:.1} us = {:.3}x (medians of {ROUNDS} alternating rounds of {STEPS} steps)",
-        c / p
+        "RATIO detection_loss_{N}: without a check {p:.1} us, with a check {c:.1} us; with/without {ratio:.3}x (median of {ROUNDS} paired rounds of {STEPS} steps)"
     );
 }

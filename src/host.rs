@@ -153,6 +153,65 @@ impl HostArray {
         }
     }
 
+    /// The elements' bytes in place, in the machine's byte order, when the
+    /// array is row-major and contiguous (what an upload hands to the
+    /// plugin without building a copy); `None` otherwise.
+    pub(crate) fn native_bytes(&self) -> Option<&[u8]> {
+        fn view<T>(a: &ArrayD<T>) -> Option<&[u8]> {
+            let s = a.as_slice()?;
+            // SAFETY: bool, i32, i64, f32 and f64 have no padding bytes and
+            // every byte of them is initialised; the view borrows `a`.
+            Some(unsafe {
+                std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s))
+            })
+        }
+        with_host_array!(self, a => view(a))
+    }
+
+    /// An array of `shape` whose bytes (the machine's byte order, row-major)
+    /// `fill` writes in place: a download lands in the array's own memory,
+    /// not in a byte buffer converted element by element. Bool arrays are
+    /// filled through a byte buffer, since a `bool` may only hold 0 or 1.
+    pub(crate) fn filled_with<E>(
+        dtype: DType,
+        shape: &[usize],
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<HostArray, E> {
+        fn typed<T: Default + Clone, E>(
+            shape: &[usize],
+            fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+        ) -> Result<ArrayD<T>, E> {
+            let mut v = vec![T::default(); shape.iter().product()];
+            // SAFETY: i32, i64, f32 and f64 are valid for every bit pattern
+            // and have no padding; the view is dropped before `v` moves.
+            let bytes = unsafe {
+                std::slice::from_raw_parts_mut(
+                    v.as_mut_ptr().cast::<u8>(),
+                    std::mem::size_of_val(&v[..]),
+                )
+            };
+            fill(bytes)?;
+            Ok(ArrayD::from_shape_vec(ndarray::IxDyn(shape), v).expect("length matches shape"))
+        }
+        Ok(match dtype {
+            DType::Bool => {
+                let mut bytes = vec![0u8; shape.iter().product()];
+                fill(&mut bytes)?;
+                HostArray::Bool(
+                    ArrayD::from_shape_vec(
+                        ndarray::IxDyn(shape),
+                        bytes.iter().map(|&b| b != 0).collect(),
+                    )
+                    .expect("length matches shape"),
+                )
+            }
+            DType::I32 => HostArray::I32(typed(shape, fill)?),
+            DType::I64 => HostArray::I64(typed(shape, fill)?),
+            DType::F32 => HostArray::F32(typed(shape, fill)?),
+            DType::F64 => HostArray::F64(typed(shape, fill)?),
+        })
+    }
+
     /// Builds an array from little-endian bytes in row-major order.
     pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> HostArray {
         let sh = ndarray::IxDyn(shape);

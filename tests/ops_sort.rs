@@ -157,6 +157,40 @@ backend_test! {
     }
 }
 
+backend_test! {
+    fn topk_orders_as_the_stable_sort_for_every_dtype() {
+        // -0 ties +0 (lower index first), NaN is the largest both ways,
+        // infinities: topk agrees with the first k of argsort.
+        let v = [0.0, -0.0, f64::NAN, 1.5, f64::NEG_INFINITY, -0.0, f64::INFINITY, f64::NAN, -2.0];
+        let n = v.len();
+        let f64s = Tensor::from_vec(v.to_vec(), &[n]).unwrap();
+        for x in [f32s(&v, &[n]), f64s] {
+            for largest in [true, false] {
+                for k in [1, 3, 5, n] {
+                    let (_, i) = x.topk(k, 0, largest);
+                    let want = host_argsort(&v, largest)[..k].to_vec();
+                    assert_eq!(i.to_vec::<i64>().unwrap(), want, "{:?} largest {largest} k {k}", x.dtype());
+                }
+            }
+        }
+        let ints = [3i64, i64::MIN, -1, 3, i64::MAX, 0, -1];
+        let as_f64: Vec<f64> = ints.iter().map(|&a| a as f64).collect();
+        let x64 = Tensor::from_vec(ints.to_vec(), &[7]).unwrap();
+        let x32 = x64.to_dtype(DType::I32);
+        for largest in [true, false] {
+            let want = host_argsort(&as_f64, largest)[..4].to_vec();
+            assert_eq!(x64.topk(4, 0, largest).1.to_vec::<i64>().unwrap(), want);
+            // i64::MIN and i64::MAX wrap to 0 and -1 in I32.
+            let wrapped: Vec<f64> = ints.iter().map(|&a| a as i32 as f64).collect();
+            let want = host_argsort(&wrapped, largest)[..4].to_vec();
+            assert_eq!(x32.topk(4, 0, largest).1.to_vec::<i64>().unwrap(), want);
+        }
+        let b = Tensor::from_vec(vec![false, true, false, true], &[4]).unwrap();
+        assert_eq!(b.topk(3, 0, true).1.to_vec::<i64>().unwrap(), vec![1, 3, 0]);
+        assert_eq!(b.topk(3, 0, false).1.to_vec::<i64>().unwrap(), vec![0, 2, 1]);
+    }
+}
+
 /// `[-1, 2, NaN, 2, 5, -3, 0.5, NaN]` with a mask keeping all but `5` and
 /// `-3`: six real elements in a `[<=8]` tensor.
 fn dynamic_input() -> (Vec<f64>, Tensor) {

@@ -548,11 +548,24 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             index_within(name, *dim, base, idx)?;
             Ok((base.dtype, base.shape.clone()))
         }
-        Op::Argsort { dim, .. } => {
+        Op::Argsort { dim, first, .. } => {
             arity(1)?;
             let x = &inputs[0];
             check_dim(name, *dim, &x.shape)?;
-            Ok((DType::I64, x.shape.clone()))
+            let mut shape = x.shape.clone();
+            if let Some(k) = *first {
+                if k as i64 > shape[*dim].hi() {
+                    return Err(Error::shape(
+                        name,
+                        format!(
+                            "the first {k} of dimension {dim} of {}, which has fewer",
+                            shape_string(&x.shape)
+                        ),
+                    ));
+                }
+                shape[*dim] = SizeExpr::constant(k as i64);
+            }
+            Ok((DType::I64, shape))
         }
         Op::MaskedScatter => {
             arity(3)?;

@@ -301,7 +301,10 @@ pub enum Op {
     },
     /// Operand `x` (rank >= 1): the I64 permutation that sorts `x` along
     /// `dim`, stably (equal elements keep their order), NaN largest (as
-    /// PyTorch), ascending or `descending`. Sorted values are
+    /// PyTorch), ascending or `descending`; with `first: Some(k)`, only its
+    /// first `k` entries (`dim` has size `k`: top-k, which XLA selects
+    /// without sorting everything). Along a dynamic `dim` the padding
+    /// sorts after every real element. Sorted values are
     /// `x.gather(dim, perm)`, so one primitive serves `sort`, `argsort`
     /// and `topk`, and their gradients are gather's.
     Argsort {
@@ -309,6 +312,8 @@ pub enum Op {
         dim: usize,
         /// Largest first.
         descending: bool,
+        /// Keep only the first `k` of the permutation.
+        first: Option<usize>,
     },
     /// Operands `base`, Bool `mask` of base's shape, 1-D `src`: `base` with
     /// the `k`-th true position of `mask` (row-major) set to `src[k]`.

@@ -104,8 +104,14 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         | Op::Gather { dim }
         | Op::IndexAdd { dim }
         | Op::Scatter { dim, .. } => format!("dim={dim}"),
-        Op::Argsort { dim, descending } => {
-            format!("dim={dim}{}", if *descending { " descending" } else { "" })
+        Op::Argsort {
+            dim,
+            descending,
+            first,
+        } => {
+            let first = first.map(|k| format!(" first={k}")).unwrap_or_default();
+            let desc = if *descending { " descending" } else { "" };
+            format!("dim={dim}{desc}{first}")
         }
         Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => {
             String::new()

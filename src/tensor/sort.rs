@@ -1,5 +1,6 @@
 //! Sorting: `sort`, `argsort` and `topk`, all from one primitive
-//! (`Op::Argsort`, the stable sorting permutation) and `gather`.
+//! (`Op::Argsort`, the stable sorting permutation or its first `k`) and
+//! `gather`.
 
 use super::dim::{DimIndex, ResolveDim};
 use super::guard::non_negative_checks;
@@ -43,7 +44,12 @@ impl Tensor {
     /// ```
     pub fn argsort(&self, dim: impl DimIndex, descending: bool) -> Tensor {
         let d = dim.resolve("argsort", &self.shape_exprs());
-        Tensor::apply(Op::Argsort { dim: d, descending }, &[self], SmallVec::new())
+        let op = Op::Argsort {
+            dim: d,
+            descending,
+            first: None,
+        };
+        Tensor::apply(op, &[self], SmallVec::new())
     }
 
     /// The `k` largest (or, with `largest = false`, smallest) values along
@@ -85,32 +91,19 @@ impl Tensor {
                 )
             );
         }
-        let idx = self.argsort(d, largest);
-        let idx = if size.as_const().is_some() {
-            idx.narrow(d, 0, k)
-        } else {
-            self.first_k_of_dynamic(&idx, d, k)
+        let op = Op::Argsort {
+            dim: d,
+            descending: largest,
+            first: Some(k),
         };
-        (self.gather(d, &idx), idx)
-    }
-
-    /// The first `k` of the sorting permutation `idx` along the dynamic dim
-    /// `d` of `self`, as a static size `k`, with the check that `self` has
-    /// at least `k` real elements there. Other dynamic dims keep their
-    /// sizes.
-    fn first_k_of_dynamic(&self, idx: &Tensor, d: usize, k: usize) -> Tensor {
-        let n = &self.shape_exprs()[d];
-        let short = n.sub(&SizeExpr::constant(k as i64));
-        let checks = non_negative_checks("topk", std::slice::from_ref(&short))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut first = idx.pad_to_bound(0.0).narrow(d, 0, k);
-        for (j, s) in self.sizes().iter().enumerate() {
-            if j != d && s.is_dynamic() {
-                // Back to the real size of the other dynamic dims.
-                let keep = self.device().scoped(|| Tensor::arange_sym(s));
-                first = first.index_select(j, &keep);
-            }
+        let mut idx = Tensor::apply(op, &[self], SmallVec::new());
+        if size.as_const().is_none() {
+            // Fewer than `k` real elements fail the step, as in PyTorch.
+            let short = size.sub(&SizeExpr::constant(k as i64));
+            let checks = non_negative_checks("topk", std::slice::from_ref(&short))
+                .unwrap_or_else(|e| panic!("{e}"));
+            idx = idx.checked(checks, &[self.node()]);
         }
-        first.checked(checks, &[self.node()])
+        (self.gather(d, &idx), idx)
     }
 }

@@ -362,24 +362,34 @@ impl Backend for PjrtBackend {
                 ),
             });
         }
-        let data = if host.shape() == bound {
-            host.to_bytes()
+        let padded;
+        let full = if host.shape() == bound {
+            host
         } else {
-            host.padded(bound, 0.0)
-                .ok_or_else(|| Error::Backend {
-                    backend: self.name.clone(),
-                    op: "upload",
-                    message: format!(
-                        "data of shape {:?} does not fit the bound {bound:?}",
-                        host.shape()
-                    ),
-                })?
-                .to_bytes()
+            padded = host.padded(bound, 0.0).ok_or_else(|| Error::Backend {
+                backend: self.name.clone(),
+                op: "upload",
+                message: format!(
+                    "data of shape {:?} does not fit the bound {bound:?}",
+                    host.shape()
+                ),
+            })?;
+            &padded
+        };
+        // The plugin copies the bytes once; a contiguous array is handed
+        // over in place (`native_bytes`), others are laid out first.
+        let laid_out;
+        let data = match full.native_bytes() {
+            Some(bytes) => bytes,
+            None => {
+                laid_out = full.to_bytes();
+                &laid_out
+            }
         };
         let dims: Vec<i64> = bound.iter().map(|&d| d as i64).collect();
         let b = self
             .client
-            .buffer_from_host(&data, element_type(host.dtype()), &dims, 0)
+            .buffer_from_host(data, element_type(host.dtype()), &dims, 0)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
         Ok(DeviceBuffer::new(Storage::Pjrt(b)))
     }
@@ -399,10 +409,9 @@ impl Backend for PjrtBackend {
                 "the real shape {shape:?} does not fit the buffer {dims:?}"
             )));
         }
-        let bytes = b
-            .to_host()
+        // One transfer, straight into the array's memory.
+        let full = HostArray::filled_with(dtype, &dims, |out| b.to_host_into(out))
             .map_err(|e| backend_err(&self.name, "download", e))?;
-        let full = HostArray::from_bytes(dtype, &dims, &bytes);
         if dims == shape {
             return Ok(full);
         }

@@ -246,14 +246,22 @@ pub(super) fn run(
                     })
                 }
                 Op::Scatter { dim, mode } => scatter(&ins, *dim, *mode)?,
-                Op::Argsort { dim, descending } => {
+                Op::Argsort {
+                    dim,
+                    descending,
+                    first,
+                } => {
                     let (d, desc) = (*dim, *descending);
-                    HostArray::I64(match ins[0] {
+                    let perm = match ins[0] {
                         HostArray::Bool(a) => kernels::argsort(a, d, desc),
                         HostArray::I32(a) => kernels::argsort(a, d, desc),
                         HostArray::I64(a) => kernels::argsort(a, d, desc),
                         HostArray::F32(a) => kernels::argsort(a, d, desc),
                         HostArray::F64(a) => kernels::argsort(a, d, desc),
+                    };
+                    HostArray::I64(match first {
+                        Some(k) => kernels::first_along(&perm, d, *k),
+                        None => perm,
                     })
                 }
                 Op::MaskedScatter => {

@@ -246,6 +246,20 @@ pub(crate) fn argsort<T: PartialOrd + Copy>(
     out
 }
 
+/// The first `k` entries of each lane of `a` along `dim`; a lane shorter
+/// than `k` (a dynamic size the program checks, see `Op::Argsort`) is
+/// filled with zeros, never read past.
+pub(crate) fn first_along(a: &ArrayD<i64>, dim: usize, k: usize) -> ArrayD<i64> {
+    let mut shape = a.shape().to_vec();
+    let n = shape[dim];
+    shape[dim] = k;
+    let mut out = ArrayD::<i64>::zeros(shape);
+    let take = k.min(n);
+    out.slice_axis_mut(Axis(dim), ndarray::Slice::from(0..take))
+        .assign(&a.slice_axis(Axis(dim), ndarray::Slice::from(0..take)));
+    out
+}
+
 /// Batched matrix product of `[.., m, k]` and `[.., k, n]`.
 pub(crate) fn matmul<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>) -> ArrayD<T> {
     let r = a.ndim();

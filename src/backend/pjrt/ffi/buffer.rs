@@ -241,6 +241,33 @@ impl Buffer {
         Ok(())
     }
 
+    /// Copies the logical contents (dense, row-major, of shape
+    /// [`Buffer::unpadded_dims`]) into `out`, which must be exactly their
+    /// byte size and aligned for the element type: one transfer, where
+    /// [`Buffer::to_host`] first asks the plugin for the size.
+    pub fn to_host_into(&self, out: &mut [u8]) -> Result<(), PjrtError> {
+        let expected = dense_byte_size(self.element_type(), self.unpadded_dims())?;
+        if out.len() != expected {
+            return Err(PjrtError::local(format!(
+                "to_host_into: the buffer holds {expected} bytes, the destination {}",
+                out.len()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let plugin = &self.client.plugin;
+        let to_host = api_fn!(plugin, PJRT_Buffer_ToHostBuffer)?;
+        let mut args = new_args::<sys::BufferToHostBufferArgs>();
+        args.src = self.raw;
+        args.dst = out.as_mut_ptr().cast();
+        args.dst_size = out.len();
+        // SAFETY: `out` is valid for `out.len()` writes and outlives the
+        // copy, whose completion event is awaited before returning.
+        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")
+    }
+
     /// Copies the logical contents to the host: dense, row-major, of shape
     /// [`Buffer::unpadded_dims`] (padding of dynamic dimensions is dropped).
     pub fn to_host(&self) -> Result<Vec<u8>, PjrtError> {

@@ -324,6 +324,29 @@ impl Builder {
             .collect()
     }
 
+    /// XLA's TopK (`chlo.top_k`) along the last dimension of `x` (static):
+    /// the I32 indices of the `k` largest elements, largest first, equal
+    /// ones lower index first, floats ordered totally (-NaN < -inf < .. <
+    /// -0 < +0 < .. < +inf < +NaN). XLA selects them without a full sort.
+    pub fn top_k(&mut self, x: &V, k: usize) -> V {
+        let r = self.fresh();
+        let mut dims = x.ty.dims.clone();
+        *dims.last_mut().expect("top_k of a scalar") = k as i64;
+        let values = Ty::fixed(x.ty.elt, &dims);
+        let indices = Ty::fixed(Elt::I32, &dims);
+        self.push(format!(
+            "{r}:2 = \"chlo.top_k\"({}) {{k = {k} : i64}} : ({}) -> ({}, {})",
+            x.name,
+            x.ty.mlir(),
+            values.mlir(),
+            indices.mlir()
+        ));
+        V {
+            name: format!("{r}#1"),
+            ty: indices,
+        }
+    }
+
     // ----- leaves -----
 
     /// A constant of type `ty` (static) with every element `lit`.

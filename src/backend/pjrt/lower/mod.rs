@@ -297,7 +297,16 @@ impl Ctx<'_> {
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
             Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
             Op::Scatter { dim, mode } => self.scatter(&ins[0], &ins[1], &ins[2], *dim, *mode, &ty),
-            Op::Argsort { dim, descending } => self.argsort(&ins[0], *dim, *descending, &ty),
+            Op::Argsort {
+                dim,
+                descending,
+                first: None,
+            } => self.argsort(&ins[0], *dim, *descending, &ty),
+            Op::Argsort {
+                dim,
+                descending,
+                first: Some(k),
+            } => self.top_k(&ins[0], *dim, *descending, *k, &ty),
             Op::MaskedScatter => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
             Op::Nonzero => self.nonzero(&ins[0], &ty),
             Op::MaskedSelect => self.masked_select(&ins[0], &ins[1], &ty),

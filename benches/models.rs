@@ -1,0 +1,93 @@
+//! Whole workloads of the model-ops issue, timed as `peers/jax_models.py`
+//! times the same workloads in JAX, so `peers/compare.sh` can run both
+//! side by side and print ratios.
+//!
+//! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
+//! `topk`. Prints
+//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
+//! the first step (compile included), the median step after warm-up
+//! (upload, step, results read), and the process CPU time per timed
+//! step. Host data generation is excluded, as on the JAX side.
+
+use lazyxla::{mark_step, Tensor};
+use std::time::Instant;
+
+/// `topk` of 100,000 scores, k = 1000, both results read.
+const TOPK_N: usize = 100_000;
+const TOPK_K: usize = 1000;
+
+fn topk(steps: usize) -> (f64, f64, f64) {
+    let data: Vec<Vec<f32>> = (0..=steps as u64).map(|i| uniform(i, TOPK_N)).collect();
+    timed(steps, |i| {
+        let x = Tensor::from_vec(data[i].clone(), &[TOPK_N]).unwrap();
+        let (v, idx) = x.topk(TOPK_K, 0, true);
+        mark_step().unwrap();
+        let v = v.to_vec::<f32>().unwrap();
+        let idx = idx.to_vec::<i64>().unwrap();
+        v[0] as f64 + idx[0] as f64
+    })
+}
+
+/// Seeded uniform floats in [0, 1).
+fn uniform(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+/// The process's CPU time (all threads) in milliseconds.
+fn cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+}
+
+/// Runs step 0 (first, compile included), three warm-up steps, then
+/// `steps` timed steps over inputs 1..=steps: (first ms, median ms, CPU
+/// ms per step).
+fn timed(steps: usize, mut step: impl FnMut(usize) -> f64) -> (f64, f64, f64) {
+    let t = Instant::now();
+    std::hint::black_box(step(0));
+    let first = t.elapsed().as_secs_f64() * 1e3;
+    for i in 1..4 {
+        std::hint::black_box(step(i));
+    }
+    let mut times = Vec::with_capacity(steps);
+    let cpu = cpu_ms();
+    for i in 0..steps {
+        let t = Instant::now();
+        std::hint::black_box(step(1 + i % steps));
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let cpu = (cpu_ms() - cpu) / steps as f64;
+    times.sort_by(f64::total_cmp);
+    (first, times[times.len() / 2], cpu)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the workload is the first other word.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let workload = args.first().map(String::as_str).unwrap_or("topk");
+    let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let (first, step, cpu) = match workload {
+        "topk" => topk(steps),
+        other => {
+            eprintln!("unknown workload {other}: use topk");
+            std::process::exit(2);
+        }
+    };
+    println!("RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3}");
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs lazyxla's and JAX's versions of a workload side by side, in
+# alternating rounds, and prints each side's medians and the ratios
+# lazyxla / JAX (below 1: lazyxla is faster).
+#
+# Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
+#   WORKLOAD: topk | resnet | transformer
+# Needs: the PJRT CPU plugin (as for the tests) and a Python with jax,
+# e.g. `python3 -m venv /tmp/venv-jax && /tmp/venv-jax/bin/pip install jax`
+# then PYTHON=/tmp/venv-jax/bin/python.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+workload="${1:?workload: topk | resnet | transformer}"
+rounds="${2:-5}"
+steps="${3:-50}"
+python="${PYTHON:-python3}"
+cargo bench --bench models --no-run 2>/dev/null
+bin=$(cargo bench --bench models --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))/\1/p' | tail -1)
+out=$(mktemp)
+for r in $(seq "$rounds"); do
+  "$bin" "$workload" "$steps" 2>/dev/null | grep '^RESULT' >>"$out"
+  "$python" benches/peers/jax_models.py "$workload" "$steps" | grep '^RESULT' >>"$out"
+done
+python3 - "$out" "$workload" <<'PY'
+import re, statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+by = {}
+for r in rows:
+    vals = dict(kv.split("=") for kv in r[3:])
+    by.setdefault(r[2], []).append({k: float(v) for k, v in vals.items()})
+med = {side: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for side, runs in by.items()}
+for side, m in med.items():
+    print(f"{sys.argv[2]:12} {side:8} first {m['first_ms']:9.1f} ms  step {m['step_ms']:8.3f} ms  cpu {m['cpu_ms']:8.3f} ms/step  ({len(by[side])} rounds)")
+l, j = med["lazyxla"], med["jax"]
+print(f"RATIO {sys.argv[2]} lazyxla/jax: step {l['step_ms']/j['step_ms']:.2f}x  cpu {l['cpu_ms']/j['cpu_ms']:.2f}x  first step {l['first_ms']/j['first_ms']:.2f}x")
+PY
+rm -f "$out"
