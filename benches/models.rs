@@ -3,14 +3,49 @@
 //! side by side and print ratios.
 //!
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
-//! `topk`. Prints
+//! `topk`, `resnet` or `transformer`. Prints
 //! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
 //! the first step (compile included), the median step after warm-up
 //! (upload, step, results read), and the process CPU time per timed
 //! step. Host data generation is excluded, as on the JAX side.
 
+#[allow(dead_code)]
+#[path = "../examples/models/resnet.rs"]
+mod resnet;
+
+#[allow(dead_code)]
+#[path = "../examples/models/transformer.rs"]
+mod transformer;
+
+use lazyxla::nn::{self, Module};
+use lazyxla::optim::{Optimizer, Sgd};
 use lazyxla::{mark_step, Tensor};
 use std::time::Instant;
+
+/// One SGD step (momentum 0.9) of the small ResNet (`examples/models`),
+/// batch 32 of 3x32x32 images, 10 classes, the loss read.
+fn resnet_step(steps: usize) -> (f64, f64, f64) {
+    const BATCH: usize = 32;
+    let net = resnet::SmallResNet::new(10, 0);
+    let mut opt = Sgd::new(net.parameters(), 0.1).momentum(0.9);
+    let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let x = normal(i, BATCH * 3 * 32 * 32);
+            let y = uniform(i + 7, BATCH).iter().map(|u| (u * 10.0) as i64).collect();
+            (x, y)
+        })
+        .collect();
+    timed(steps, |i| {
+        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 3, 32, 32]).unwrap();
+        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&net.forward(&x), &y);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
 
 /// `topk` of 100,000 scores, k = 1000, both results read.
 const TOPK_N: usize = 100_000;
@@ -37,6 +72,51 @@ fn uniform(seed: u64, n: usize) -> Vec<f32> {
             s ^= s >> 7;
             s ^= s << 17;
             (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+/// One SGD step of the transformer block (`examples/models`): 16 rows of
+/// a length that changes every step (16 to 64, `mark_dynamic`, bound 64),
+/// vocabulary 1000, width 64, 4 heads, MLP 256; the mean cross-entropy
+/// over the real tokens read. JAX pads by hand to 64 and masks.
+fn transformer_step(steps: usize) -> (f64, f64, f64) {
+    const B: usize = 16;
+    const T: usize = 64;
+    const VOCAB: usize = 1000;
+    let net = transformer::TinyTransformer::new(VOCAB, 64, 4, 256, 0);
+    let mut opt = Sgd::new(net.parameters(), 0.01);
+    let data: Vec<(usize, Vec<i64>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let len = T / 4 + (uniform(i, 1)[0] * (T - T / 4 + 1) as f32) as usize;
+            let len = len.min(T);
+            let tok = |s| uniform(s, B * len).iter().map(|u| (u * VOCAB as f32) as i64).collect();
+            (len, tok(i + 11), tok(i + 13))
+        })
+        .collect();
+    timed(steps, |i| {
+        let (len, tokens, targets) = &data[i];
+        let tokens = Tensor::from_vec(tokens.clone(), &[B, *len]).unwrap().mark_dynamic(1, T);
+        let targets = Tensor::from_vec(targets.clone(), &[B, *len])
+            .unwrap()
+            .mark_dynamic_as(1, &tokens, 1);
+        opt.zero_grad();
+        let logits = net.forward(&tokens);
+        let loss = nn::cross_entropy(&logits.reshape(&[-1, VOCAB as i64]), &targets.flatten());
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// Seeded standard normal floats (Box-Muller over [`uniform`]).
+fn normal(seed: u64, n: usize) -> Vec<f32> {
+    let u = uniform(seed, n + 1);
+    (0..n)
+        .map(|i| {
+            let (a, b) = (u[i].max(1e-7) as f64, u[i + 1] as f64);
+            ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
         })
         .collect()
 }
@@ -84,8 +164,10 @@ fn main() {
     let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(50);
     let (first, step, cpu) = match workload {
         "topk" => topk(steps),
+        "resnet" => resnet_step(steps),
+        "transformer" => transformer_step(steps),
         other => {
-            eprintln!("unknown workload {other}: use topk");
+            eprintln!("unknown workload {other}: use topk, resnet, transformer");
             std::process::exit(2);
         }
     };
