@@ -1,7 +1,7 @@
 //! Layers. Parameters are created as device data (not as lazy ops), so the
 //! first training step has the same program structure as every later one.
 
-use super::Module;
+use super::{named, Module};
 use crate::dtype::DType;
 use crate::ir::Op;
 use crate::tensor::Tensor;
@@ -18,7 +18,7 @@ pub(super) fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
     Tensor::from_vec(v, shape).expect("length matches")
 }
 
-fn filled(shape: &[usize], value: f32) -> Tensor {
+pub(super) fn filled(shape: &[usize], value: f32) -> Tensor {
     let n: usize = shape.iter().product();
     Tensor::from_vec(vec![value; n], shape).expect("length matches")
 }
@@ -62,9 +62,9 @@ impl Module for Linear {
         }
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        let mut p = vec![self.weight.clone()];
-        p.extend(self.bias.clone());
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = vec![named("weight", &self.weight)];
+        p.extend(self.bias.iter().map(|b| named("bias", b)));
         p
     }
 }
@@ -107,8 +107,8 @@ impl Module for Embedding {
         rows.reshape(&shape)
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        vec![self.weight.clone()]
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![named("weight", &self.weight)]
     }
 }
 
@@ -143,8 +143,8 @@ impl Module for LayerNorm {
         &(&normed * &self.weight) + &self.bias
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        vec![self.weight.clone(), self.bias.clone()]
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![named("weight", &self.weight), named("bias", &self.bias)]
     }
 }
 
@@ -179,11 +179,6 @@ impl Dropout {
             captured_seed: Tensor::scalar(seed.wrapping_mul(0x5851_f42d) as i64 ^ 0x2545_f491),
             training: AtomicBool::new(true),
         }
-    }
-
-    /// Switches between training (drop) and evaluation (identity).
-    pub fn train(&self, on: bool) {
-        self.training.store(on, Ordering::Relaxed);
     }
 }
 
@@ -233,8 +228,9 @@ impl Module for Dropout {
         &(x * &keep) * (1.0 / (1.0 - self.p))
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        Vec::new()
+    /// Training drops elements; evaluation passes the input through.
+    fn train(&self, on: bool) {
+        self.training.store(on, Ordering::Relaxed);
     }
 }
 
@@ -246,9 +242,6 @@ macro_rules! activation {
         impl Module for $name {
             fn forward(&self, x: &Tensor) -> Tensor {
                 x.$method()
-            }
-            fn parameters(&self) -> Vec<Tensor> {
-                Vec::new()
             }
         }
     };
@@ -283,7 +276,13 @@ impl Module for Sequential {
         self.layers.iter().fold(x.clone(), |h, m| m.forward(&h))
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        self.layers.iter().flat_map(|m| m.parameters()).collect()
+    /// The layers, named `0`, `1`, .. in order, as PyTorch's
+    /// `nn.Sequential`.
+    fn named_children(&self) -> Vec<(String, &dyn Module)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i.to_string(), &**m as &dyn Module))
+            .collect()
     }
 }
