@@ -1,6 +1,6 @@
 //! nn modules against host computations: normalisation layers (with
-//! BatchNorm's running statistics as device state), and the Module tree
-//! (named parameters and buffers, train/eval switching).
+//! BatchNorm's running statistics as device state), attention, and the
+//! Module tree (named parameters and buffers, train/eval switching).
 
 // The host references index several arrays by channel, as the formulas do.
 #![allow(clippy::needless_range_loop)]
@@ -9,7 +9,8 @@ mod common;
 
 use common::{assert_close, assert_close64, panic_message, Lcg};
 use lazyxla::nn::{
-    BatchNorm2d, Conv2d, Dropout, Embedding, GroupNorm, Linear, Module, RmsNorm, Sequential,
+    self, BatchNorm2d, Conv2d, Dropout, Embedding, GroupNorm, Linear, Module, MultiheadAttention,
+    RmsNorm, Sequential,
 };
 use lazyxla::{capture, mark_step, metrics, DType, Tensor};
 
@@ -374,6 +375,202 @@ backend_test! {
     }
 }
 
+// ---------------------------------------------------------------- Attention
+
+/// `softmax(q kᵀ / sqrt(e) + bias) v` per batch on the host, with `keep`
+/// deciding which keys each query sees (a query that sees none gets
+/// zeros). Layouts: q `[b, l, e]`, k `[b, s, e]`, v `[b, s, ev]`.
+fn host_attention(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    (b, l, s, e, ev): (usize, usize, usize, usize, usize),
+    keep: &dyn Fn(usize, usize, usize) -> bool,
+    bias: &dyn Fn(usize, usize, usize) -> f64,
+) -> Vec<f64> {
+    let mut out = vec![0.0; b * l * ev];
+    for bi in 0..b {
+        for i in 0..l {
+            let scores: Vec<Option<f64>> = (0..s)
+                .map(|j| {
+                    keep(bi, i, j).then(|| {
+                        let qk: f64 = (0..e)
+                            .map(|t| q[(bi * l + i) * e + t] * k[(bi * s + j) * e + t])
+                            .sum();
+                        qk / (e as f64).sqrt() + bias(bi, i, j)
+                    })
+                })
+                .collect();
+            let max = scores
+                .iter()
+                .flatten()
+                .cloned()
+                .fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                continue;
+            }
+            let ex: Vec<f64> = scores
+                .iter()
+                .map(|s| s.map_or(0.0, |s| (s - max).exp()))
+                .collect();
+            let total: f64 = ex.iter().sum();
+            for j in 0..s {
+                for t in 0..ev {
+                    out[(bi * l + i) * ev + t] += ex[j] / total * v[(bi * s + j) * ev + t];
+                }
+            }
+        }
+    }
+    out
+}
+
+backend_test! {
+    fn sdpa_masks_match_the_host_with_gradients() {
+        let (b, l, s, e, ev) = (2, 3, 5, 4, 3);
+        let mut rng = Lcg(21);
+        let (qs, ks, vs) = (signed64(&mut rng, b * l * e), signed64(&mut rng, b * s * e), signed64(&mut rng, b * s * ev));
+        let rs = signed64(&mut rng, b * l * ev);
+        // Bool [l, s]: query 2 sees no key (zeros); additive [b, l, s].
+        let keep_of = |i: usize, j: usize| i != 2 && !(i + j).is_multiple_of(3);
+        let keep: Vec<bool> = (0..l * s).map(|x| keep_of(x / s, x % s)).collect();
+        let add = signed64(&mut rng, b * l * s);
+        let dims = (b, l, s, e, ev);
+        type Case<'a> = (Option<Tensor>, bool, Box<dyn Fn(usize, usize, usize) -> bool + 'a>, Box<dyn Fn(usize, usize, usize) -> f64 + 'a>);
+        let cases: Vec<Case> = vec![
+            (None, false, Box::new(|_, _, _| true), Box::new(|_, _, _| 0.0)),
+            (Some(Tensor::from_vec(keep.clone(), &[l, s]).unwrap()), false, Box::new(move |_, i, j| keep_of(i, j)), Box::new(|_, _, _| 0.0)),
+            (Some(Tensor::from_vec(add.clone(), &[b, l, s]).unwrap()), false, Box::new(|_, _, _| true), Box::new(|bi, i, j| add[(bi * l + i) * s + j])),
+            (None, true, Box::new(|_, i, j| j <= i), Box::new(|_, _, _| 0.0)),
+        ];
+        for (mask, causal, keep, bias) in &cases {
+            let q = Tensor::from_vec(qs.clone(), &[b, l, e]).unwrap().requires_grad(true);
+            let k = Tensor::from_vec(ks.clone(), &[b, s, e]).unwrap().requires_grad(true);
+            let v = Tensor::from_vec(vs.clone(), &[b, s, ev]).unwrap().requires_grad(true);
+            let out = nn::scaled_dot_product_attention(&q, &k, &v, mask.as_ref(), *causal);
+            (&out * &Tensor::from_vec(rs.clone(), &[b, l, ev]).unwrap()).sum().backward();
+            mark_step().unwrap();
+            let f = |q: &[f64], k: &[f64], v: &[f64]| host_attention(q, k, v, dims, keep, bias);
+            assert_close64(&f64s(&out), &f(&qs, &ks, &vs), 1e-12);
+            assert!(f64s(&q.grad().unwrap()).iter().all(|g| g.is_finite()));
+            assert_close64(&f64s(&q.grad().unwrap()), &fd_grad(|x| dot(&f(x, &ks, &vs), &rs), &qs), 1e-6);
+            assert_close64(&f64s(&k.grad().unwrap()), &fd_grad(|x| dot(&f(&qs, x, &vs), &rs), &ks), 1e-6);
+            assert_close64(&f64s(&v.grad().unwrap()), &fd_grad(|x| dot(&f(&qs, &ks, x), &rs), &vs), 1e-6);
+        }
+        let q = Tensor::from_vec(qs.clone(), &[b, l, e]).unwrap();
+        let msg = panic_message(|| {
+            nn::scaled_dot_product_attention(&q, &q, &q, Some(&Tensor::ones(&[l, l], DType::I64)), false);
+        });
+        assert!(msg.contains("scaled_dot_product_attention") && msg.contains("Bool or float"), "{msg}");
+        let msg = panic_message(|| {
+            nn::scaled_dot_product_attention(&q, &q, &q, Some(&Tensor::ones(&[l, l], DType::Bool)), true);
+        });
+        assert!(msg.contains("is_causal"), "{msg}");
+    }
+}
+
+backend_test! {
+    fn sdpa_on_a_dynamic_length_compiles_once_and_ignores_padding() {
+        let (b, h, e) = (2, 2, 4);
+        let mut rng = Lcg(33);
+        for t in [5usize, 17, 9] {
+            let (qs, ks, vs) = (signed64(&mut rng, b * h * t * e), signed64(&mut rng, b * h * t * e), signed64(&mut rng, b * h * t * e));
+            let q = Tensor::from_vec(qs.clone(), &[b, h, t, e]).unwrap().mark_dynamic(2, 64);
+            let k = Tensor::from_vec(ks.clone(), &[b, h, t, e]).unwrap().mark_dynamic_as(2, &q, 2);
+            let v = Tensor::from_vec(vs.clone(), &[b, h, t, e]).unwrap().mark_dynamic_as(2, &q, 2);
+            // Keys past each batch's length are padding: [b, 1, 1, <=64].
+            let lens = [t - 2, t];
+            let valid: Vec<bool> = (0..b * t).map(|x| x % t < lens[x / t]).collect();
+            let mask = Tensor::from_vec(valid, &[b, 1, 1, t]).unwrap().mark_dynamic_as(3, &q, 2);
+            let causal = nn::scaled_dot_product_attention(&q, &k, &v, None, true);
+            let padded = nn::scaled_dot_product_attention(&q, &k, &v, Some(&mask), false);
+            assert_eq!(causal.shape_string(), "[2, 2, <=64, 4]");
+            mark_step().unwrap();
+            let dims = (b * h, t, t, e, e);
+            let want = host_attention(&qs, &ks, &vs, dims, &|_, i, j| j <= i, &|_, _, _| 0.0);
+            assert_close64(&f64s(&causal), &want, 1e-12);
+            let want = host_attention(&qs, &ks, &vs, dims, &|bh, _, j| j < lens[bh / h], &|_, _, _| 0.0);
+            assert_close64(&f64s(&padded), &want, 1e-12);
+        }
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+    }
+}
+
+/// `x [rows, in] · wᵀ + bias` with `w: [out, in]`.
+fn host_linear(x: &[f64], w: &[f64], bias: &[f64], inn: usize) -> Vec<f64> {
+    let out = bias.len();
+    x.chunks(inn)
+        .flat_map(|row| (0..out).map(move |o| dot(row, &w[o * inn..(o + 1) * inn]) + bias[o]))
+        .collect()
+}
+
+backend_test! {
+    fn multihead_attention_matches_the_host_with_masks() {
+        let (b, l, s, e, h) = (2, 3, 4, 6, 2);
+        let d = e / h;
+        let mha = MultiheadAttention::new(e, h, 9);
+        let w: Vec<f64> = f32s(&mha.in_proj_weight).into_iter().map(f64::from).collect();
+        let bound = (6.0 / (4 * e) as f64).sqrt();
+        assert!(w.iter().all(|v| v.abs() <= bound) && w.iter().any(|v| v.abs() > bound / 2.0), "xavier-uniform");
+        assert_eq!(f32s(&mha.in_proj_bias), vec![0.0; 3 * e]);
+        assert_eq!(f32s(mha.out_proj.bias.as_ref().unwrap()), vec![0.0; e]);
+        let wo: Vec<f64> = f32s(&mha.out_proj.weight).into_iter().map(f64::from).collect();
+        assert!(wo.iter().all(|v| v.abs() <= 1.0 / (e as f64).sqrt()), "Linear's default init");
+
+        let mut rng = Lcg(17);
+        let (qs, ks, vs) = (signed64(&mut rng, b * l * e), signed64(&mut rng, b * s * e), signed64(&mut rng, b * s * e));
+        // Batch 0 ignores key 3, batch 1 keys 0 and 1; attn_mask hides key 2 from query 0.
+        let pad = [false, false, false, true, true, true, false, false];
+        let hide = |i: usize, j: usize| i == 0 && j == 2;
+        let f32v = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+        let q = Tensor::from_vec(f32v(&qs), &[b, l, e]).unwrap();
+        let k = Tensor::from_vec(f32v(&ks), &[b, s, e]).unwrap();
+        let v = Tensor::from_vec(f32v(&vs), &[b, s, e]).unwrap();
+        let kpm = Tensor::from_vec(pad.to_vec(), &[b, s]).unwrap();
+        let am = Tensor::from_vec((0..l * s).map(|x| hide(x / s, x % s)).collect::<Vec<_>>(), &[l, s]).unwrap();
+        let y = mha.forward_qkv(&q, &k, &v, Some(&kpm), Some(&am));
+        assert_eq!(y.upper_bounds(), vec![b, l, e]);
+
+        // The host: project, split heads, attend, merge, project.
+        let zero = vec![0.0; e];
+        let proj = |x: &[f64], i: usize| host_linear(x, &w[i * e * e..(i + 1) * e * e], &zero, e);
+        let heads = |x: Vec<f64>, t: usize| -> Vec<f64> {
+            // [b, t, h, d] -> [b, h, t, d]
+            let mut out = vec![0.0; x.len()];
+            for bi in 0..b { for ti in 0..t { for hi in 0..h { for di in 0..d {
+                out[((bi * h + hi) * t + ti) * d + di] = x[((bi * t + ti) * h + hi) * d + di];
+            }}}}
+            out
+        };
+        let (qh, kh, vh) = (heads(proj(&qs, 0), l), heads(proj(&ks, 1), s), heads(proj(&vs, 2), s));
+        let att = host_attention(&qh, &kh, &vh, (b * h, l, s, d, d), &|bh, i, j| !pad[(bh / h) * s + j] && !hide(i, j), &|_, _, _| 0.0);
+        let mut merged = vec![0.0; b * l * e];
+        for bi in 0..b { for ti in 0..l { for hi in 0..h { for di in 0..d {
+            merged[((bi * l + ti) * h + hi) * d + di] = att[((bi * h + hi) * l + ti) * d + di];
+        }}}}
+        let want = host_linear(&merged, &wo, &zero, e);
+        assert_close(&f32s(&y), &want.iter().map(|&v| v as f32).collect::<Vec<_>>(), 1e-5);
+
+        // Self-attention over a dynamic length, and gradients for every parameter.
+        let x = Tensor::randn(&[b, 5, e], 3).mark_dynamic(1, 16);
+        let y = mha.forward(&x);
+        assert_eq!(y.shape_string(), "[2, <=16, 6]");
+        y.square().sum().backward();
+        assert_eq!(y.concrete_shape().unwrap(), vec![b, 5, e]);
+        for (name, p) in mha.named_parameters() {
+            let g = p.grad().unwrap_or_else(|| panic!("{name} has no gradient"));
+            assert!(f32s(&g).iter().all(|v| v.is_finite()), "{name}");
+        }
+        let msg = panic_message(|| {
+            MultiheadAttention::new(6, 4, 0);
+        });
+        assert!(msg.contains("divisible by num_heads"), "{msg}");
+        let msg = panic_message(|| {
+            mha.forward(&Tensor::ones(&[2, 3, 4], DType::F32));
+        });
+        assert!(msg.contains("MultiheadAttention") && msg.contains("[2, 3, 4]"), "{msg}");
+    }
+}
+
 // ------------------------------------------------------------- Module tree
 
 struct Block {
@@ -489,5 +686,12 @@ backend_test! {
         let tied = Tied { emb, head };
         assert_eq!(names(tied.named_parameters()), ["emb.weight"]);
         assert_eq!(tied.forward(&Tensor::from_vec(vec![1i64], &[1]).unwrap()).upper_bounds(), vec![1, 5]);
+
+        // MultiheadAttention inside a model.
+        let seq = Sequential::new().add(MultiheadAttention::new(4, 2, 0)).add(nn::RmsNorm::new(4)).add(nn::GroupNorm::new(1, 4));
+        assert_eq!(names(seq.named_parameters()), [
+            "0.in_proj_weight", "0.in_proj_bias", "0.out_proj.weight", "0.out_proj.bias",
+            "1.weight", "2.weight", "2.bias",
+        ]);
     }
 }

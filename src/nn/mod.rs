@@ -10,12 +10,14 @@
 //! assert_eq!(layer.parameters().len(), 2);
 //! ```
 
+mod attention;
 mod conv;
 mod layers;
 mod loss;
 mod norm;
 mod pool;
 
+pub use attention::{scaled_dot_product_attention, MultiheadAttention};
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
