@@ -1,6 +1,7 @@
 //! nn modules against host computations: normalisation layers (with
-//! BatchNorm's running statistics as device state), attention, and the
-//! Module tree (named parameters and buffers, train/eval switching).
+//! BatchNorm's running statistics as device state), attention, dynamic
+//! Embedding lookups, and the Module tree (named parameters and buffers,
+//! train/eval switching).
 
 // The host references index several arrays by channel, as the formulas do.
 #![allow(clippy::needless_range_loop)]
@@ -568,6 +569,55 @@ backend_test! {
             mha.forward(&Tensor::ones(&[2, 3, 4], DType::F32));
         });
         assert!(msg.contains("MultiheadAttention") && msg.contains("[2, 3, 4]"), "{msg}");
+    }
+}
+
+// ---------------------------------------------------------------- Embedding
+
+backend_test! {
+    fn embedding_takes_dynamic_index_batches() {
+        let (num, dim) = (7, 3);
+        let emb = Embedding::new(num, dim, 4);
+        let table = f32s(&emb.weight);
+        let mut rng = Lcg(8);
+        for t in [3usize, 6] {
+            let ids: Vec<i64> = (0..2 * t).map(|_| (rng.next() % num as u64) as i64).collect();
+            let rs = signed(&mut rng, 2 * t * dim);
+            let x = Tensor::from_vec(ids.clone(), &[2, t]).unwrap().mark_dynamic(1, 8);
+            let r = Tensor::from_vec(rs.clone(), &[2, t, dim]).unwrap().mark_dynamic_as(1, &x, 1);
+            emb.weight.zero_grad();
+            let y = emb.forward(&x);
+            assert_eq!(y.shape_string(), "[2, <=8, 3]");
+            (&y * &r).sum().backward();
+            mark_step().unwrap();
+            let want: Vec<f32> = ids.iter().flat_map(|&i| table[i as usize * dim..][..dim].to_vec()).collect();
+            assert_eq!(f32s(&y), want);
+            let mut grad = vec![0.0f32; num * dim];
+            for (p, &i) in ids.iter().enumerate() {
+                for c in 0..dim {
+                    grad[i as usize * dim + c] += rs[p * dim + c];
+                }
+            }
+            assert_close(&f32s(&emb.weight.grad().unwrap()), &grad, 1e-6);
+        }
+        assert_eq!(metrics::counter("UncachedCompile"), 1, "{}", metrics::report());
+        // Two dynamic dims (rows [1, 3, 5] plus columns [0, 1]), static
+        // rank 3, and a scalar index.
+        let v = Tensor::from_vec(vec![1i64, 2, 3, 4, 5], &[5]).unwrap();
+        let rows = v.masked_select(&v.remainder(&Tensor::scalar(2i64)).eq_scalar(1.0));
+        let cols = v.masked_select(&v.le_scalar(2.0)) - 1;
+        let x = &rows.unsqueeze(1) + &cols.unsqueeze(0);
+        let y = emb.forward(&x);
+        assert_eq!(y.shape_string(), "[<=5, <=5, 3]");
+        assert_eq!(y.concrete_shape().unwrap(), vec![3, 2, 3]);
+        assert_eq!(f32s(&y), table[dim..7 * dim].to_vec());
+        let y = emb.forward(&Tensor::from_vec(vec![6i64, 0], &[1, 2, 1]).unwrap());
+        assert_eq!(y.upper_bounds(), vec![1, 2, 1, 3]);
+        assert_eq!(f32s(&emb.forward(&Tensor::scalar(2i64))), table[6..9].to_vec());
+        let msg = panic_message(|| {
+            emb.forward(&Tensor::ones(&[2], DType::F32));
+        });
+        assert!(msg.contains("Embedding") && msg.contains("integers"), "{msg}");
     }
 }
 

@@ -3,7 +3,9 @@
 
 use super::{named, Module};
 use crate::dtype::DType;
+use crate::error::Error;
 use crate::ir::Op;
+use crate::tensor::SymInt;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,7 +71,22 @@ impl Module for Linear {
     }
 }
 
-/// A lookup table of `num` vectors of size `dim`, initialised N(0, 1).
+/// A lookup table of `num` vectors of size `dim`, initialised N(0, 1)
+/// (PyTorch's `nn.Embedding`).
+///
+/// The indices may have any rank and dynamic dims (a batch of
+/// `[B, <=T]` token ids from `mark_dynamic`); the result is `[.., dim]`
+/// with the indices' sizes.
+///
+/// ```
+/// use lazyxla::nn::{Embedding, Module};
+/// use lazyxla::Tensor;
+/// let emb = Embedding::new(10, 3, 0);
+/// let ids = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]).unwrap().mark_dynamic(1, 8);
+/// let y = emb.forward(&ids);
+/// assert_eq!(y.shape_string(), "[2, <=8, 3]");
+/// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 3]);
+/// ```
 pub struct Embedding {
     /// `[num, dim]`.
     pub weight: Tensor,
@@ -86,25 +103,47 @@ impl Embedding {
 
 impl Module for Embedding {
     /// `x` holds integer indices of any shape; the result appends `dim`.
+    /// Panics on float indices.
     fn forward(&self, x: &Tensor) -> Tensor {
-        let flat = if x.rank() == 1 {
-            x.clone()
-        } else {
-            x.flatten()
-        };
-        let rows = self.weight.index_select(0, &flat);
-        if x.rank() == 1 {
-            return rows;
-        }
-        let mut shape: Vec<i64> = x.upper_bounds().iter().map(|&b| b as i64).collect();
-        if x.is_dynamic() {
+        if !x.dtype().is_int() {
             panic!(
-                "Embedding: indices of rank > 1 must be static, got {}; flatten them first",
-                x.shape_string()
+                "{}",
+                Error::dtype(
+                    "Embedding",
+                    format!(
+                        "the indices must be integers (I64 or I32), got {}{}; convert them with to_dtype(DType::I64)",
+                        x.dtype(),
+                        x.shape_string()
+                    )
+                )
             );
         }
-        shape.push(self.weight.upper_bounds()[1] as i64);
-        rows.reshape(&shape)
+        if x.rank() == 1 {
+            return self.weight.index_select(0, x);
+        }
+        let mut sizes = x.sizes();
+        sizes.push(self.weight.size(1));
+        if !x.is_dynamic() {
+            return self
+                .weight
+                .index_select(0, &x.flatten())
+                .reshape_sym(&sizes);
+        }
+        // A reshape gives at most one dynamic dim (XLA's limit), so look up
+        // the bound-shaped indices (padding is index 0, a valid row) and
+        // keep the real positions of each dynamic dim: no padded row
+        // reaches the result or, backwards, the table's gradient.
+        let bounds: Vec<SymInt> = x.upper_bounds().into_iter().map(SymInt::from).collect();
+        let mut rows = self
+            .weight
+            .index_select(0, &x.pad_to_bound(0.0).flatten())
+            .reshape_sym(&[&bounds[..], &sizes[x.rank()..]].concat());
+        for (d, s) in sizes[..x.rank()].iter().enumerate() {
+            if s.is_dynamic() {
+                rows = rows.index_select(d, &Tensor::arange_sym(s));
+            }
+        }
+        rows
     }
 
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
