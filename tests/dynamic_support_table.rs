@@ -109,6 +109,14 @@ fn apply(op: &str) -> Option<()> {
                 + x.adaptive_avg_pool2d((1, 3)).sum()
         }
         "cumsum" | "cumprod" => v.cumsum(0).sum() + m.cumprod(0).sum() + m.cumsum(1).sum(),
+        "scaled_dot_product_attention" => {
+            // One batch of <=6 tokens attending causally, then with the
+            // keys masked by their values.
+            let q = m.unsqueeze(0);
+            let keep = v.gt_scalar(1.0);
+            lazyxla::nn::scaled_dot_product_attention(&q, &q, &q, None, true).sum()
+                + lazyxla::nn::scaled_dot_product_attention(&q, &q, &q, Some(&keep), false).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

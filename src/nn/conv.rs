@@ -2,7 +2,7 @@
 //! PyTorch's default initialisation (seeded).
 
 use super::layers::uniform;
-use super::Module;
+use super::{named, Module};
 use crate::tensor::Tensor;
 
 /// What a layer's parameters are drawn from: PyTorch's
@@ -152,9 +152,9 @@ macro_rules! conv_layer {
         }
 
         impl $name {
-            fn params(&self) -> Vec<Tensor> {
-                let mut p = vec![self.weight.clone()];
-                p.extend(self.bias.clone());
+            fn params(&self) -> Vec<(String, Tensor)> {
+                let mut p = vec![named("weight", &self.weight)];
+                p.extend(self.bias.iter().map(|b| named("bias", b)));
                 p
             }
         }
@@ -222,7 +222,7 @@ impl Module for Conv1d {
         x.conv1d(&self.weight, self.bias.as_ref(), s, p, d, self.init.groups)
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }
 }
@@ -233,7 +233,7 @@ impl Module for Conv2d {
         x.conv2d(&self.weight, self.bias.as_ref(), s, p, d, self.init.groups)
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }
 }
@@ -253,7 +253,7 @@ impl Module for ConvTranspose2d {
         )
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }
 }

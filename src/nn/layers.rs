@@ -1,9 +1,11 @@
 //! Layers. Parameters are created as device data (not as lazy ops), so the
 //! first training step has the same program structure as every later one.
 
-use super::Module;
+use super::{named, Module};
 use crate::dtype::DType;
+use crate::error::Error;
 use crate::ir::Op;
+use crate::tensor::SymInt;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +20,7 @@ pub(super) fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
     Tensor::from_vec(v, shape).expect("length matches")
 }
 
-fn filled(shape: &[usize], value: f32) -> Tensor {
+pub(super) fn filled(shape: &[usize], value: f32) -> Tensor {
     let n: usize = shape.iter().product();
     Tensor::from_vec(vec![value; n], shape).expect("length matches")
 }
@@ -62,14 +64,29 @@ impl Module for Linear {
         }
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        let mut p = vec![self.weight.clone()];
-        p.extend(self.bias.clone());
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = vec![named("weight", &self.weight)];
+        p.extend(self.bias.iter().map(|b| named("bias", b)));
         p
     }
 }
 
-/// A lookup table of `num` vectors of size `dim`, initialised N(0, 1).
+/// A lookup table of `num` vectors of size `dim`, initialised N(0, 1)
+/// (PyTorch's `nn.Embedding`).
+///
+/// The indices may have any rank and dynamic dims (a batch of
+/// `[B, <=T]` token ids from `mark_dynamic`); the result is `[.., dim]`
+/// with the indices' sizes.
+///
+/// ```
+/// use lazyxla::nn::{Embedding, Module};
+/// use lazyxla::Tensor;
+/// let emb = Embedding::new(10, 3, 0);
+/// let ids = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]).unwrap().mark_dynamic(1, 8);
+/// let y = emb.forward(&ids);
+/// assert_eq!(y.shape_string(), "[2, <=8, 3]");
+/// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 3]);
+/// ```
 pub struct Embedding {
     /// `[num, dim]`.
     pub weight: Tensor,
@@ -86,29 +103,51 @@ impl Embedding {
 
 impl Module for Embedding {
     /// `x` holds integer indices of any shape; the result appends `dim`.
+    /// Panics on float indices.
     fn forward(&self, x: &Tensor) -> Tensor {
-        let flat = if x.rank() == 1 {
-            x.clone()
-        } else {
-            x.flatten()
-        };
-        let rows = self.weight.index_select(0, &flat);
-        if x.rank() == 1 {
-            return rows;
-        }
-        let mut shape: Vec<i64> = x.upper_bounds().iter().map(|&b| b as i64).collect();
-        if x.is_dynamic() {
+        if !x.dtype().is_int() {
             panic!(
-                "Embedding: indices of rank > 1 must be static, got {}; flatten them first",
-                x.shape_string()
+                "{}",
+                Error::dtype(
+                    "Embedding",
+                    format!(
+                        "the indices must be integers (I64 or I32), got {}{}; convert them with to_dtype(DType::I64)",
+                        x.dtype(),
+                        x.shape_string()
+                    )
+                )
             );
         }
-        shape.push(self.weight.upper_bounds()[1] as i64);
-        rows.reshape(&shape)
+        if x.rank() == 1 {
+            return self.weight.index_select(0, x);
+        }
+        let mut sizes = x.sizes();
+        sizes.push(self.weight.size(1));
+        if !x.is_dynamic() {
+            return self
+                .weight
+                .index_select(0, &x.flatten())
+                .reshape_sym(&sizes);
+        }
+        // A reshape gives at most one dynamic dim (XLA's limit), so look up
+        // the bound-shaped indices (padding is index 0, a valid row) and
+        // keep the real positions of each dynamic dim: no padded row
+        // reaches the result or, backwards, the table's gradient.
+        let bounds: Vec<SymInt> = x.upper_bounds().into_iter().map(SymInt::from).collect();
+        let mut rows = self
+            .weight
+            .index_select(0, &x.pad_to_bound(0.0).flatten())
+            .reshape_sym(&[&bounds[..], &sizes[x.rank()..]].concat());
+        for (d, s) in sizes[..x.rank()].iter().enumerate() {
+            if s.is_dynamic() {
+                rows = rows.index_select(d, &Tensor::arange_sym(s));
+            }
+        }
+        rows
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        vec![self.weight.clone()]
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![named("weight", &self.weight)]
     }
 }
 
@@ -143,8 +182,8 @@ impl Module for LayerNorm {
         &(&normed * &self.weight) + &self.bias
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        vec![self.weight.clone(), self.bias.clone()]
+    fn own_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![named("weight", &self.weight), named("bias", &self.bias)]
     }
 }
 
@@ -179,11 +218,6 @@ impl Dropout {
             captured_seed: Tensor::scalar(seed.wrapping_mul(0x5851_f42d) as i64 ^ 0x2545_f491),
             training: AtomicBool::new(true),
         }
-    }
-
-    /// Switches between training (drop) and evaluation (identity).
-    pub fn train(&self, on: bool) {
-        self.training.store(on, Ordering::Relaxed);
     }
 }
 
@@ -233,8 +267,9 @@ impl Module for Dropout {
         &(x * &keep) * (1.0 / (1.0 - self.p))
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        Vec::new()
+    /// Training drops elements; evaluation passes the input through.
+    fn train(&self, on: bool) {
+        self.training.store(on, Ordering::Relaxed);
     }
 }
 
@@ -246,9 +281,6 @@ macro_rules! activation {
         impl Module for $name {
             fn forward(&self, x: &Tensor) -> Tensor {
                 x.$method()
-            }
-            fn parameters(&self) -> Vec<Tensor> {
-                Vec::new()
             }
         }
     };
@@ -283,7 +315,13 @@ impl Module for Sequential {
         self.layers.iter().fold(x.clone(), |h, m| m.forward(&h))
     }
 
-    fn parameters(&self) -> Vec<Tensor> {
-        self.layers.iter().flat_map(|m| m.parameters()).collect()
+    /// The layers, named `0`, `1`, .. in order, as PyTorch's
+    /// `nn.Sequential`.
+    fn named_children(&self) -> Vec<(String, &dyn Module)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i.to_string(), &**m as &dyn Module))
+            .collect()
     }
 }

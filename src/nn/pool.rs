@@ -51,10 +51,6 @@ impl Module for MaxPool2d {
     fn forward(&self, x: &Tensor) -> Tensor {
         x.max_pool2d(self.kernel, self.stride, self.padding)
     }
-
-    fn parameters(&self) -> Vec<Tensor> {
-        Vec::new()
-    }
 }
 
 /// Average pooling, as `torch.nn.AvgPool2d` with `count_include_pad`
@@ -104,10 +100,6 @@ impl Module for AvgPool2d {
     fn forward(&self, x: &Tensor) -> Tensor {
         x.avg_pool2d(self.kernel, self.stride, self.padding)
     }
-
-    fn parameters(&self) -> Vec<Tensor> {
-        Vec::new()
-    }
 }
 
 /// Adaptive average pooling to a fixed output size, as
@@ -136,9 +128,5 @@ impl AdaptiveAvgPool2d {
 impl Module for AdaptiveAvgPool2d {
     fn forward(&self, x: &Tensor) -> Tensor {
         x.adaptive_avg_pool2d(self.output)
-    }
-
-    fn parameters(&self) -> Vec<Tensor> {
-        Vec::new()
     }
 }
