@@ -7,6 +7,8 @@
 //! variable it reports the skip on stderr and returns.
 #![allow(dead_code)]
 
+pub mod fixtures;
+
 use lazyxla::Device;
 use parking_lot::{Mutex, MutexGuard};
 
