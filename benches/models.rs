@@ -31,7 +31,10 @@ fn resnet_step(steps: usize) -> (f64, f64, f64) {
     let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
         .map(|i| {
             let x = normal(i, BATCH * 3 * 32 * 32);
-            let y = uniform(i + 7, BATCH).iter().map(|u| (u * 10.0) as i64).collect();
+            let y = uniform(i + 7, BATCH)
+                .iter()
+                .map(|u| (u * 10.0) as i64)
+                .collect();
             (x, y)
         })
         .collect();
@@ -90,13 +93,20 @@ fn transformer_step(steps: usize) -> (f64, f64, f64) {
         .map(|i| {
             let len = T / 4 + (uniform(i, 1)[0] * (T - T / 4 + 1) as f32) as usize;
             let len = len.min(T);
-            let tok = |s| uniform(s, B * len).iter().map(|u| (u * VOCAB as f32) as i64).collect();
+            let tok = |s| {
+                uniform(s, B * len)
+                    .iter()
+                    .map(|u| (u * VOCAB as f32) as i64)
+                    .collect()
+            };
             (len, tok(i + 11), tok(i + 13))
         })
         .collect();
     timed(steps, |i| {
         let (len, tokens, targets) = &data[i];
-        let tokens = Tensor::from_vec(tokens.clone(), &[B, *len]).unwrap().mark_dynamic(1, T);
+        let tokens = Tensor::from_vec(tokens.clone(), &[B, *len])
+            .unwrap()
+            .mark_dynamic(1, T);
         let targets = Tensor::from_vec(targets.clone(), &[B, *len])
             .unwrap()
             .mark_dynamic_as(1, &tokens, 1);

@@ -39,7 +39,10 @@ fn main() -> lazyxla::Result<()> {
         net.train(true);
         acc
     };
-    println!("held-out accuracy before training: {:.1}%", 100.0 * accuracy()?);
+    println!(
+        "held-out accuracy before training: {:.1}%",
+        100.0 * accuracy()?
+    );
     let bar = indicatif::ProgressBar::new(STEPS);
     bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let (mut first, mut last) = (None, 0.0);

@@ -34,7 +34,12 @@ fn batch(len: usize, seed: u64) -> (Tensor, Tensor, Tensor, Tensor) {
     };
     let (mut tokens, mut pad, mut targets) = (Vec::new(), Vec::new(), Vec::new());
     for row in 0..BATCH {
-        let real = if row == 0 { len } else { len / 2 + next(len - len / 2) + 1 }.min(len);
+        let real = if row == 0 {
+            len
+        } else {
+            len / 2 + next(len - len / 2) + 1
+        }
+        .min(len);
         let toks: Vec<i64> = (0..real).map(|_| 1 + next(VOCAB - 1) as i64).collect();
         let top = *toks.iter().max().unwrap();
         for j in 0..len {
@@ -43,9 +48,15 @@ fn batch(len: usize, seed: u64) -> (Tensor, Tensor, Tensor, Tensor) {
             targets.push(top);
         }
     }
-    let tokens = Tensor::from_vec(tokens, &[BATCH, len]).unwrap().mark_dynamic(1, MAX_LEN);
-    let pad = Tensor::from_vec(pad, &[BATCH, len]).unwrap().mark_dynamic_as(1, &tokens, 1);
-    let targets = Tensor::from_vec(targets, &[BATCH, len]).unwrap().mark_dynamic_as(1, &tokens, 1);
+    let tokens = Tensor::from_vec(tokens, &[BATCH, len])
+        .unwrap()
+        .mark_dynamic(1, MAX_LEN);
+    let pad = Tensor::from_vec(pad, &[BATCH, len])
+        .unwrap()
+        .mark_dynamic_as(1, &tokens, 1);
+    let targets = Tensor::from_vec(targets, &[BATCH, len])
+        .unwrap()
+        .mark_dynamic_as(1, &tokens, 1);
     let valid = pad.logical_not();
     (tokens, pad, targets, valid)
 }

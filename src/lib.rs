@@ -63,6 +63,14 @@ pub mod debug {
         crate::ir::live_node_count()
     }
 
+    /// True when `t` holds a computed value together with the graph it was
+    /// computed from, for a backward still to come (see
+    /// [`Tensor::backward`]): a value read before its backward was
+    /// recorded. False once a backward went through that graph.
+    pub fn keeps_grad_history(t: &Tensor) -> bool {
+        t.with_node(|n| n.grad_history.is_some())
+    }
+
     /// The project's FFI layer over the PJRT C API (for the FFI tests and
     /// the benchmark; not a stable interface).
     #[doc(hidden)]

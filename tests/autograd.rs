@@ -253,3 +253,56 @@ backend_test! {
         check("cumprod of masked_select", &X, &[6], |x| x.masked_select(&x.lt_scalar(1.0)).cumprod(0));
     }
 }
+
+backend_test! {
+    fn a_value_read_before_backward_keeps_its_graph() {
+        // PyTorch: reading a value never cuts the gradient graph.
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
+        let y = &x * 2.0;
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+        (y.sum() + x.sum()).backward();
+        assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), vec![3.0, 3.0]);
+
+        // The loss read first, then its backward; and after a mark_step.
+        let w = Tensor::from_vec(vec![3.0f32, -1.0], &[2]).unwrap().requires_grad(true);
+        let loss = (&w * &w).sum();
+        assert_eq!(loss.item::<f32>().unwrap(), 10.0);
+        loss.backward();
+        assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![6.0, -2.0]);
+        w.zero_grad();
+        let h = (&w * &w).exp();
+        let loss = h.sum();
+        mark_step().unwrap();
+        loss.backward();
+        let want = [6.0 * 9f32.exp(), -2.0 * 1f32.exp()];
+        let got = w.grad().unwrap().to_vec::<f32>().unwrap();
+        for (g, e) in got.iter().zip(want) {
+            assert!((g - e).abs() <= 1e-4 * e.abs(), "{got:?} vs {want:?}");
+        }
+    }
+}
+
+backend_test! {
+    fn a_training_loop_keeps_no_graph_past_its_backward() {
+        // Backward, update, then the sync: the synced loss holds its value
+        // only, not the step's graph (as PyTorch frees it in backward).
+        let w = Tensor::from_vec(vec![0.5f32; 4], &[4]).unwrap().requires_grad(true);
+        for _ in 0..3 {
+            let loss = (&w * &w).sum();
+            loss.backward();
+            let g = w.grad().unwrap();
+            no_grad(|| w.assign(&(&w - &(&g * 0.1))));
+            drop(g);
+            w.zero_grad();
+            mark_step().unwrap();
+            loss.item::<f32>().unwrap();
+            assert!(!lazyxla::debug::keeps_grad_history(&loss), "the loss kept its graph");
+        }
+        // Without a backward first, the read keeps the graph for one.
+        let loss = (&w * &w).sum();
+        loss.item::<f32>().unwrap();
+        assert!(lazyxla::debug::keeps_grad_history(&loss));
+        loss.backward();
+        assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap().len(), 4);
+    }
+}

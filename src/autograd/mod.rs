@@ -14,7 +14,6 @@
 
 mod rules;
 
-use crate::ir::node::topo_order;
 use crate::ir::Node;
 use crate::tensor::{no_grad, Tensor};
 use rustc_hash::FxHashMap;
@@ -90,6 +89,14 @@ impl Tensor {
     /// requires grad, accumulating into their [`grad`](Tensor::grad). Nothing
     /// runs: the gradients are lazy tensors computed with the next sync.
     ///
+    /// Values read before the backward is recorded (`loss.item()` first, or
+    /// a `mark_step` between the forward and the backward) keep the graph
+    /// they were computed from, so their gradient still reaches the
+    /// parameters; that backward computes those forward values again in
+    /// its program. As with PyTorch's `retain_graph=False`, a value synced
+    /// after a backward went through it keeps no graph: a second backward
+    /// through it sees a constant.
+    ///
     /// Panics when the tensor is not a float scalar or does not depend on
     /// any tensor that requires grad.
     pub fn backward(&self) {
@@ -106,9 +113,10 @@ impl Tensor {
         }
         let device = self.device().clone();
         no_grad(|| {
-            let order = topo_order(std::slice::from_ref(&root), |n| {
-                n.grad_leaf.is_some() || !n.requires_grad
-            });
+            let order = grad_order(&root);
+            for n in &order {
+                n.mark_backward_done();
+            }
             let mut grads: FxHashMap<*const Node, Tensor> = FxHashMap::default();
             grads.insert(
                 Arc::as_ptr(&root),
@@ -118,6 +126,17 @@ impl Tensor {
                 let Some(g) = grads.remove(&Arc::as_ptr(n)) else {
                     continue;
                 };
+                if let Some(history) = &n.grad_history {
+                    // A value computed before this backward: its gradient
+                    // is the gradient of the node it was computed from.
+                    let key = Arc::as_ptr(history);
+                    let total = match grads.remove(&key) {
+                        Some(old) => &old + &g,
+                        None => g,
+                    };
+                    grads.insert(key, total);
+                    continue;
+                }
                 if let Some(leaf) = &n.grad_leaf {
                     if let Some(inner) = leaf.upgrade::<crate::tensor::TensorInner>() {
                         let t = Tensor::from_inner(inner);
@@ -158,4 +177,46 @@ impl Tensor {
             }
         });
     }
+}
+
+/// The nodes a backward from `root` goes through, each after every node
+/// it depends on: the operands of nodes gradients flow through, up to the
+/// gradient leaves, and through the history of a value a sync computed
+/// (`Node::grad_history`).
+fn grad_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
+    let next = |n: &Node| -> Vec<Arc<Node>> {
+        if n.grad_leaf.is_some() || !n.requires_grad {
+            return Vec::new();
+        }
+        match &n.grad_history {
+            Some(h) => vec![h.clone()],
+            None => n
+                .inputs
+                .iter()
+                .filter(|i| i.requires_grad)
+                .cloned()
+                .collect(),
+        }
+    };
+    let mut order = Vec::new();
+    let mut seen: rustc_hash::FxHashSet<*const Node> = Default::default();
+    // (node, whether the nodes it depends on were pushed already)
+    let mut stack = vec![(root.clone(), false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if expanded {
+            order.push(n);
+            continue;
+        }
+        if !seen.insert(Arc::as_ptr(&n)) {
+            continue;
+        }
+        let deps = next(&n);
+        stack.push((n, true));
+        for d in deps.into_iter().rev() {
+            if !seen.contains(&Arc::as_ptr(&d)) {
+                stack.push((d, false));
+            }
+        }
+    }
+    order
 }

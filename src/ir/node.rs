@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
@@ -38,6 +38,13 @@ pub struct Node {
     /// Set on the node standing for a leaf tensor that requires grad:
     /// backward accumulates into that tensor here and goes no further.
     pub(crate) grad_leaf: Option<LeafTensor>,
+    /// On a data leaf that a sync computed from a node gradients flow
+    /// through: that node, so a backward recorded after the read still
+    /// reaches the parameters (see `Node::with_grad_history`).
+    pub(crate) grad_history: Option<Arc<Node>>,
+    /// Set once a backward has gone through this node: as with PyTorch's
+    /// `retain_graph=False`, its history is not kept past a sync.
+    backward_done: AtomicBool,
 }
 
 impl Node {
@@ -58,6 +65,8 @@ impl Node {
             shape,
             requires_grad,
             grad_leaf: None,
+            grad_history: None,
+            backward_done: AtomicBool::new(false),
         })
     }
 
@@ -72,7 +81,41 @@ impl Node {
             shape: self.shape.clone(),
             requires_grad: true,
             grad_leaf: Some(leaf),
+            grad_history: None,
+            backward_done: AtomicBool::new(false),
         })
+    }
+
+    /// The data leaf `self` (a sync's result for `computed`) carrying
+    /// `computed` as its gradient history, when gradients flow through
+    /// `computed` and no backward has gone through it yet; else `self`.
+    /// A tensor read before its backward is recorded (`loss.item()` then
+    /// `loss.backward()`) keeps its graph, as in PyTorch; the backward
+    /// then computes the history's forward values again in its program.
+    pub(crate) fn with_grad_history(self: &Arc<Node>, computed: &Arc<Node>) -> Arc<Node> {
+        if !computed.requires_grad
+            || computed.grad_leaf.is_some()
+            || computed.backward_done.load(Ordering::Relaxed)
+        {
+            return self.clone();
+        }
+        LIVE_NODES.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Node {
+            op: self.op.clone(),
+            inputs: self.inputs.clone(),
+            size_deps: self.size_deps.clone(),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            requires_grad: true,
+            grad_leaf: None,
+            grad_history: Some(computed.clone()),
+            backward_done: AtomicBool::new(false),
+        })
+    }
+
+    /// Records that a backward went through this node.
+    pub(crate) fn mark_backward_done(&self) {
+        self.backward_done.store(true, Ordering::Relaxed);
     }
 
     /// True when this node is the gradient leaf of `t`.

@@ -58,6 +58,7 @@ impl Tensor {
         write(&mut DataLeafMut { shape, data })?;
         node.requires_grad = false;
         node.grad_leaf = None;
+        node.grad_history = None;
         Ok(true)
     }
 

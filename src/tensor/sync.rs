@@ -119,7 +119,8 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     for t in tensors {
         let current = t.node();
         if let Some(i) = synced.roots.iter().position(|r| Arc::ptr_eq(r, &current)) {
-            if let Some(before) = t.rebind_if_unchanged(&current, synced.data_nodes[i].clone()) {
+            let data = synced.data_nodes[i].with_grad_history(&current);
+            if let Some(before) = t.rebind_if_unchanged(&current, data) {
                 rebound.push((Arc::downgrade(&t.inner), before));
             }
         }
