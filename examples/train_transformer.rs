@@ -42,11 +42,9 @@ fn batch(len: usize, seed: u64) -> (Tensor, Tensor, Tensor, Tensor) {
         .min(len);
         let toks: Vec<i64> = (0..real).map(|_| 1 + next(VOCAB - 1) as i64).collect();
         let top = *toks.iter().max().unwrap();
-        for j in 0..len {
-            tokens.push(if j < real { toks[j] } else { 0 });
-            pad.push(j >= real);
-            targets.push(top);
-        }
+        tokens.extend(toks.iter().copied().chain(std::iter::repeat(0)).take(len));
+        pad.extend((0..len).map(|j| j >= real));
+        targets.extend(std::iter::repeat_n(top, len));
     }
     let tokens = Tensor::from_vec(tokens, &[BATCH, len])
         .unwrap()

@@ -139,7 +139,7 @@ pub fn images(n: usize, seed: u64) -> (Vec<f32>, Vec<i64>) {
         let phase = (next() * 8.0) as usize;
         let (cx, cy) = (4 + (next() * 16.0) as usize, 4 + (next() * 16.0) as usize);
         let colour: Vec<f64> = (0..CHANNELS).map(|_| 0.5 + next()).collect();
-        for c in 0..CHANNELS {
+        for tint in &colour {
             for i in 0..IMAGE {
                 for j in 0..IMAGE {
                     let on = match class {
@@ -148,7 +148,7 @@ pub fn images(n: usize, seed: u64) -> (Vec<f32>, Vec<i64>) {
                         2 => (cy..cy + 10).contains(&i) && (cx..cx + 10).contains(&j),
                         _ => (i + IMAGE - j + phase) % 16 < 5,
                     };
-                    let v = if on { colour[c] } else { 0.0 } + (next() - 0.5) * 0.8;
+                    let v = if on { *tint } else { 0.0 } + (next() - 0.5) * 0.8;
                     x.push(v as f32);
                 }
             }
