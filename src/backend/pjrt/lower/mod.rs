@@ -266,7 +266,19 @@ impl Ctx<'_> {
                 let sizes = self.expr_sizes(shape, &ty)?;
                 self.redyn(out, &ty, &sizes)
             }
-            Op::Reshape { shape } => self.reshape(&ins[0], shape, &ty)?,
+            Op::Reshape { shape } => {
+                let from = &self.program.nodes[node.inputs[0]].shape;
+                if same_padded_layout(from, &ins[0].ty, shape, &ty) {
+                    // The padding stays in its dims: a reshape of the
+                    // padded buffer.
+                    let xs = self.padded(&ins[0], None);
+                    let out = self.b.reshape(&xs, ty.bound());
+                    let sizes = self.expr_sizes(shape, &ty)?;
+                    self.redyn(out, &ty, &sizes)
+                } else {
+                    self.reshape(&ins[0], shape, &ty)?
+                }
+            }
             Op::Transpose { perm } => {
                 let sizes = self.sizes_of(&ins[0]);
                 let x = self.padded(&ins[0], None);
@@ -455,14 +467,19 @@ impl Ctx<'_> {
         }
         // General case: each output position's row-major rank among the
         // real elements, mapped back to input coordinates, then a gather.
-        let in_sizes: Vec<V> = (0..x.ty.rank()).map(|d| self.b.get_size(x, d)).collect();
-        let o_sizes: Vec<V> = (0..ty.rank())
+        // Static dims after the last dynamic one, alike in both shapes
+        // (`[16, s, 1000] -> [16*s, 1000]`), travel whole: the ranks are
+        // those of rows of `tail` elements, and the gather moves rows.
+        let tail = common_static_tail(&x.ty, ty);
+        let (xh, th) = (head_of(&x.ty, tail), head_of(ty, tail));
+        let in_sizes: Vec<V> = (0..xh.rank()).map(|d| self.b.get_size(x, d)).collect();
+        let o_sizes: Vec<V> = (0..th.rank())
             .map(|d| match &out_sizes[d] {
                 Some(s) => s.clone(),
-                None => self.b.i32c(ty.dims[d]),
+                None => self.b.i32c(th.dims[d]),
             })
             .collect();
-        let shape32 = ty.bound().with_elt(Elt::I32);
+        let shape32 = th.bound().with_elt(Elt::I32);
         let mut k = self.b.splat(0.0, &shape32);
         for (d, size) in o_sizes.iter().enumerate() {
             let it = self.b.iota(&shape32, d);
@@ -471,17 +488,64 @@ impl Ctx<'_> {
             k = self.b.bin("add", &km, &it);
         }
         let one = self.b.i32c(1);
-        let mut coords: Vec<V> = vec![k.clone(); x.ty.rank()];
+        let mut coords: Vec<V> = vec![k.clone(); xh.rank()];
         let mut rest = k;
-        for d in (0..x.ty.rank()).rev() {
+        for d in (0..xh.rank()).rev() {
             let s = self.b.bin("maximum", &in_sizes[d], &one);
             let s = self.b.fill(&s, &shape32);
             coords[d] = self.b.bin("remainder", &rest, &s);
             rest = self.b.bin("divide", &rest, &s);
         }
         let xs = self.padded(x, None);
-        let out = self.gather_points(&xs, &coords, &ty.bound());
+        let out = if tail == 1 {
+            self.gather_points(&xs, &coords, &ty.bound())
+        } else {
+            let mut rows_ty = xh.bound();
+            rows_ty.dims.push(tail);
+            rows_ty.dynamic.push(false);
+            let rows = self.b.reshape(&xs, rows_ty);
+            let mut out_rows = th.bound().with_elt(x.ty.elt);
+            out_rows.dims.push(tail);
+            out_rows.dynamic.push(false);
+            let got = self.gather_rows(&rows, &coords, &out_rows);
+            self.b.reshape(&got, ty.bound())
+        };
         Ok(self.redyn(out, ty, &out_sizes))
+    }
+
+    /// `out[p, :] = x[coords[0][p], .., coords[r-1][p], :]` for a static
+    /// `x` whose last dim is a row, as [`Ctx::gather_points`] gathers
+    /// elements.
+    fn gather_rows(&mut self, x: &V, coords: &[V], out: &Ty) -> V {
+        if x.ty.dims.contains(&0) {
+            return self.b.splat(0.0, &out.bound().with_elt(x.ty.elt));
+        }
+        let r = coords[0].ty.rank();
+        let mut idx_ty = coords[0].ty.clone();
+        idx_ty.dims.push(1);
+        idx_ty.dynamic.push(false);
+        let cols: Vec<V> = coords
+            .iter()
+            .map(|c| self.b.reshape(c, idx_ty.clone()))
+            .collect();
+        let idx = if cols.len() == 1 {
+            cols[0].clone()
+        } else {
+            let mut t = idx_ty.clone();
+            t.dims[r] = cols.len() as i64;
+            let refs: Vec<&V> = cols.iter().collect();
+            self.b.concat(&refs, r, t)
+        };
+        let head: Vec<i64> = (0..coords.len() as i64).collect();
+        let mut slice = vec![1i64; coords.len()];
+        slice.push(*x.ty.dims.last().expect("a row dim"));
+        let attrs = format!(
+            "dimension_numbers = #stablehlo.gather<offset_dims = [{r}], collapsed_slice_dims = {}, start_index_map = {}, index_vector_dim = {r}>, slice_sizes = {}, indices_are_sorted = false",
+            emit::list(&head),
+            emit::list(&head),
+            emit::arr(&slice)
+        );
+        self.b.op("gather", &[x, &idx], &attrs, out.bound())
     }
 
     /// `out[p] = x[coords[0][p], .., coords[r-1][p]]` for a static `x` and
@@ -521,3 +585,62 @@ impl Ctx<'_> {
             .op("gather", &[x, &idx], &attrs, out.bound().with_elt(x.ty.elt))
     }
 }
+
+/// The number of elements in the static dims after the last dynamic one
+/// that both types share as whole trailing dims (a product of a suffix of
+/// each), at least 1.
+fn common_static_tail(a: &Ty, b: &Ty) -> i64 {
+    let products = |t: &Ty| {
+        let mut p = 1;
+        let mut out = vec![1];
+        for d in (0..t.rank()).rev() {
+            if t.dynamic[d] {
+                break;
+            }
+            p *= t.dims[d];
+            out.push(p);
+        }
+        out
+    };
+    let (pa, pb) = (products(a), products(b));
+    pa.into_iter()
+        .filter(|p| *p > 0 && pb.contains(p))
+        .max()
+        .unwrap_or(1)
+}
+
+/// `t` without the trailing static dims whose product is `tail` (see
+/// [`common_static_tail`]).
+fn head_of(t: &Ty, tail: i64) -> Ty {
+    let mut left = tail;
+    let mut keep = t.rank();
+    while left > 1 {
+        keep -= 1;
+        left /= t.dims[keep];
+    }
+    Ty {
+        elt: t.elt,
+        dims: t.dims[..keep].to_vec(),
+        dynamic: t.dynamic[..keep].to_vec(),
+    }
+}
+
+/// True when reshaping the padded buffer of `x` (shape `from`, type
+/// `xt`) by bounds gives the padded buffer of the result (shape `to`,
+/// type `tt`): every dynamic dim of one meets a dynamic dim of the other
+/// with the same size expression and the same bound, after equally many
+/// elements of bounds, and sizes-1 dims and splits or merges of static
+/// dims account for the rest (`[16, s, 64] -> [16, s, 4, 16]`,
+/// `[16, s] -> [16, s, 1]`).
+fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
+    let dyn_dims = |t: &Ty| (0..t.rank()).filter(|&d| t.dynamic[d]).collect::<Vec<_>>();
+    let (da, db) = (dyn_dims(xt), dyn_dims(tt));
+    if da.is_empty() || da.len() != db.len() || xt.numel() != tt.numel() {
+        return false;
+    }
+    let before = |t: &Ty, d: usize| t.dims[..d].iter().product::<i64>();
+    da.iter().zip(&db).all(|(&i, &j)| {
+        from[i] == to[j] && xt.dims[i] == tt.dims[j] && before(xt, i) == before(tt, j)
+    })
+}
+
