@@ -111,8 +111,15 @@ fn transformer_step(steps: usize) -> (f64, f64, f64) {
             .unwrap()
             .mark_dynamic_as(1, &tokens, 1);
         opt.zero_grad();
-        let logits = net.forward(&tokens);
-        let loss = nn::cross_entropy(&logits.reshape(&[-1, VOCAB as i64]), &targets.flatten());
+        // Per token, as the JAX side: flattening [16, <=64, V] to
+        // [16*s, V] would pack the rows (a gather each way).
+        let nll = net
+            .forward(&tokens)
+            .log_softmax(2)
+            .gather(2, &targets.unsqueeze(2))
+            .neg();
+        let loss = nll.mean();
+        drop(nll);
         loss.backward();
         opt.step();
         mark_step().unwrap();

@@ -21,7 +21,7 @@ mod common;
 // The example's image generator is unused here (dead code) and indexes
 // its colour per channel (a lint of examples/models/resnet.rs).
 #[path = "../examples/models/resnet.rs"]
-#[allow(dead_code, clippy::needless_range_loop)]
+#[allow(dead_code)]
 mod resnet;
 
 use common::fixtures::{assert_values_close, Fixture, Tol};
