@@ -252,6 +252,21 @@ impl Builder {
         V { name: r, ty }
     }
 
+    /// Emits a CHLO op (`"chlo.name"`): XLA's client-level ops, which the
+    /// plugin expands when it compiles (`erf`, `top_k`).
+    pub fn chlo(&mut self, name: &str, args: &[&V], ty: Ty) -> V {
+        let r = self.fresh();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
+        self.push(format!(
+            "{r} = \"chlo.{name}\"({}) : ({}) -> {}",
+            names.join(", "),
+            tys.join(", "),
+            ty.mlir()
+        ));
+        V { name: r, ty }
+    }
+
     /// An op with one region whose block takes `block_args` scalars and
     /// whose body `body` emits the block and returns what it yields. Returns
     /// the op's results.

@@ -643,4 +643,3 @@ fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> b
         from[i] == to[j] && xt.dims[i] == tt.dims[j] && before(xt, i) == before(tt, j)
     })
 }
-
