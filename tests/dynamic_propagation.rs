@@ -502,3 +502,14 @@ backend_test! {
         assert_eq!((&f + 1).to_vec::<i64>().unwrap(), vec![1, 1, 2, 1, 2, 2]);
     }
 }
+
+backend_test! {
+    fn marking_a_second_dim_dynamic_keeps_the_first() {
+        let x = Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[3, 2]).unwrap();
+        let y = x.mark_dynamic(0, 4).mark_dynamic(1, 5);
+        assert_eq!(y.shape_string(), "[<=4, <=5]");
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(y.sum().item::<f32>().unwrap(), 15.0);
+        assert_eq!((&y * 2.0).sum_dims(&[1], false).to_vec::<f32>().unwrap(), vec![2.0, 10.0, 18.0]);
+    }
+}

@@ -178,6 +178,21 @@ impl Tensor {
         bound[d] = upper_bound;
         let mut sizes: crate::runtime::device_data::SizeCells =
             smallvec::smallvec![None; shape.len()];
+        // Other dims marked dynamic before keep their bounds and sizes.
+        for (j, e) in shape.iter().enumerate() {
+            if j == d || e.as_const().is_some() {
+                continue;
+            }
+            let cell = e.as_var().and_then(size_values::cell).ok_or_else(|| {
+                Error::DynamicUnsupported {
+                    op,
+                    dim: j,
+                    shape: self.shape_string(),
+                }
+            })?;
+            bound[j] = e.hi() as usize;
+            sizes[j] = Some(cell);
+        }
         // A bound of 0 leaves the dimension static (a variable whose
         // bounds meet is a constant), and a static dimension has no size.
         if new_shape[d].as_const().is_none() {
