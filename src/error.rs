@@ -145,6 +145,16 @@ pub enum Error {
         /// The limit that was reached.
         limit: usize,
     },
+    /// A file could not be read or written (checkpoints).
+    #[error("{op}: {path}: {message}")]
+    Io {
+        /// The function that failed.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// No PJRT plugin could be loaded.
     #[error("{0}")]
     Plugin(String),

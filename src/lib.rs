@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod nn;
 pub mod optim;
 mod runtime;
+pub mod safetensors;
 mod symint;
 mod tensor;
 

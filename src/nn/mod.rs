@@ -16,6 +16,7 @@ mod layers;
 mod loss;
 mod norm;
 mod pool;
+mod state_dict;
 
 pub use attention::{scaled_dot_product_attention, MultiheadAttention};
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
@@ -25,6 +26,7 @@ pub use loss::{
 };
 pub use norm::{BatchNorm2d, GroupNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use state_dict::load_state_dict;
 
 use crate::Tensor;
 
