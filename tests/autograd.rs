@@ -306,3 +306,46 @@ backend_test! {
         assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap().len(), 4);
     }
 }
+
+backend_test! {
+    fn model_ops() {
+        check("log1p", &POS, &[2, 3], |x| x.log1p());
+        check("expm1", &X, &[2, 3], |x| x.expm1());
+        check("ceil_round", &X, &[2, 3], |x| x * &x.ceil() + x.round());
+        check("silu", &X, &[2, 3], |x| x.silu());
+        check("leaky_relu", &X, &[2, 3], |x| x.leaky_relu(0.2));
+        check("elu", &X, &[2, 3], |x| x.elu(1.3));
+        check("softplus", &[0.3, -1.2, 21.0, 0.7, -30.0, 1.6], &[2, 3], |x| x.softplus());
+        check("clamp_min_max", &X, &[2, 3], |x| x.clamp_min(-0.5).clamp_max(1.0));
+        let lo = || Tensor::from_vec(vec![0.0f64, -2.0, 1.0], &[3]).unwrap();
+        check("clamp_tensor", &X, &[2, 3], |x| x.clamp_tensor(&lo(), &(lo() + 1.5)));
+        check("clamp_tensor_bound", &[0.5, -1.0, 0.0], &[3], |lo| {
+            Tensor::from_vec(X.to_vec(), &[2, 3]).unwrap().clamp_tensor(lo, &Tensor::scalar(1.0f64))
+        });
+        check("logsumexp", &X, &[2, 3], |x| x.logsumexp(1, false));
+        check("var", &X, &[2, 3], |x| x.var(0, true));
+        check("std", &X, &[2, 3], |x| x.std(-1, false));
+        check("prod", &X, &[2, 3], |x| x.prod());
+        check("prod_one_zero", &[0.3, 0.0, 2.1, 0.7, -0.4, 1.6], &[6], |x| x.prod());
+        check("prod_two_zeros", &[0.3, 0.0, 2.1, 0.0, -0.4, 1.6], &[6], |x| x.prod());
+        let m = || Tensor::from_vec(vec![true, false, true], &[3]).unwrap();
+        check("masked_fill", &X, &[2, 3], |x| x.masked_fill(&m(), 2.0).exp());
+        check("tril_triu", &X, &[2, 3], |x| x.tril(0) + x.triu(1).exp());
+        check("pad", &X, &[2, 3], |x| x.pad(&[(1, 0), (2, 1)], 0.5).exp());
+        check("repeat", &X, &[2, 3], |x| x.repeat(&[2, 1, 2]).sin());
+        check("split_chunk", &X, &[2, 3], |x| &x.split(2, 1)[1].exp() + &x.chunk(2, 0)[0].sum());
+        check("flip", &X, &[2, 3], |x| x.flip(&[0, 1]).exp());
+        check("roll", &X, &[2, 3], |x| x.roll(-4, 1).exp());
+        check("upsample_nearest2d", &X, &[1, 1, 2, 3], |x| x.upsample_nearest2d((3, 5)).exp());
+        check("upsample_bilinear2d", &X, &[1, 1, 2, 3], |x| x.upsample_bilinear2d((3, 4), false).exp());
+        check("upsample_bilinear2d aligned", &X, &[1, 2, 1, 3], |x| x.upsample_bilinear2d((2, 5), true).exp());
+        // Through a dynamic zone: a `[<=6]` selection.
+        let sel = |x: &Tensor| x.masked_select(&x.gt_scalar(-1.0));
+        check("prod of masked_select", &X, &[6], |x| sel(x).prod());
+        check("logsumexp of masked_select", &X, &[6], |x| sel(x).logsumexp(0, false));
+        check("var of masked_select", &X, &[6], |x| sel(x).var(0, false));
+        check("flip of masked_select", &X, &[6], |x| sel(x).flip(&[0]).exp());
+        check("roll of masked_select", &X, &[6], |x| sel(x).roll(2, 0).exp());
+        check("pad of masked_select", &X, &[6], |x| sel(x).pad(&[(1, 2)], 0.0).exp());
+    }
+}

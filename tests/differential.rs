@@ -3,8 +3,10 @@
 //! (`nonzero`, `masked_select`, `unique`, `mark_dynamic` inputs),
 //! reductions over dynamic dims, elementwise ops inside dynamic zones,
 //! `cat`, `index_select` with dynamic indices, `conv2d` over a (maybe
-//! dynamic) batch, `sort`, `topk` and `scatter` (add and overwrite), are
-//! built once per device
+//! dynamic) batch, `sort`, `topk` and `scatter` (add and overwrite),
+//! pooling and scans, and the model ops (clamps and activations,
+//! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
+//! upsampling), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -28,8 +30,11 @@
 //! `LAZYXLA_REQUIRE_PJRT=1`, see `common`).
 
 mod common;
+#[path = "differential/model_steps.rs"]
+mod model_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
+use model_steps::{pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 
 /// One step of a random program; operands are picked from the pool of
@@ -64,6 +69,19 @@ enum Step {
     Pool(usize, u8),
     /// `cumsum` (even kind) or `cumprod` along a dim, dynamic ones too.
     Scan(usize, u8, u8),
+    /// A pointwise model op: clamps, activations, `log1p`, `expm1`,
+    /// rounding, float classes.
+    Pointwise(usize, u8),
+    /// `logsumexp`, `var`, `std` along a dim (dynamic ones too), `prod`,
+    /// `any`, `all`.
+    Stats(usize, u8, u8),
+    /// `flip`, `roll`, `pad`, `repeat`, `tril`, `triu`, `masked_fill`, a
+    /// piece of `split` or `chunk`, `one_hot`; the number sets the dim,
+    /// shift, offset or fill.
+    Rearrange(usize, u8, i8),
+    /// Nearest or bilinear upsampling of a 2-D view (a dynamic dim
+    /// becomes the batch).
+    Upsample(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -101,7 +119,11 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..4, 0u8..8).prop_map(|(a, k, f)| Step::TopK(a, k, f)),
         (i.clone(), i.clone(), 0u8..8).prop_map(|(a, b, f)| Step::Scatter(a, b, f)),
         (i.clone(), 0u8..6).prop_map(|(a, k)| Step::Pool(a, k)),
-        (i, 0u8..2, 0u8..3).prop_map(|(a, k, d)| Step::Scan(a, k, d)),
+        (i.clone(), 0u8..2, 0u8..3).prop_map(|(a, k, d)| Step::Scan(a, k, d)),
+        (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Pointwise(a, k)),
+        (i.clone(), 0u8..12, 0u8..2).prop_map(|(a, k, d)| Step::Stats(a, k, d)),
+        (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
+        (i, 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
     ]
 }
 
@@ -343,6 +365,10 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
             }
         }
         Step::Pool(a, k) => pooled(&float(&pick(a)), *k),
+        Step::Pointwise(a, k) => pointwise(&float(&pick(a)), *k),
+        Step::Stats(a, k, d) => stats(&float(&pick(a)), *k, *d),
+        Step::Rearrange(a, k, v) => rearranged(&pick(a), *k, *v),
+        Step::Upsample(a, k) => upsampled(&float(&pick(a)), *k),
         Step::Scan(a, k, d) => {
             let x = pick(a);
             let d = *d as usize % x.rank().max(1);
@@ -692,6 +718,46 @@ fn sorts_and_scatters_in_dynamic_zones() {
     };
     let text = ops_in(&spec);
     for op in ["argsort", "= scatter[", "= scatter_add["] {
+        assert!(text.contains(op), "{op} missing:\n{text}");
+    }
+    check_fixed(spec);
+}
+
+/// The model-op steps in dynamic zones (a `mark_dynamic` input and a
+/// masked selection): each applies, and both backends agree, padding
+/// never reaching a result.
+#[test]
+fn model_ops_in_dynamic_zones() {
+    let spec = Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![1, -2, 3, 4, 0, 1],
+        b: vec![2, 2, -1, 0, 4, 1],
+        dynamic_input: Some(2),
+        steps: vec![
+            // Pool: 0 = a [<=5, 2], 1 = b [3, 2], 2 = masked_select(0).
+            Step::MaskedSelect(0, -2),
+            Step::Stats(0, 0, 0),
+            Step::Stats(2, 1, 0),
+            Step::Stats(0, 8, 0),
+            Step::Stats(2, 3, 0),
+            Step::Stats(0, 5, 1),
+            Step::Rearrange(2, 0, 0),
+            Step::Rearrange(0, 1, 2),
+            Step::Rearrange(2, 2, -1),
+            Step::Rearrange(0, 3, 2),
+            Step::Rearrange(0, 4, 0),
+            Step::Rearrange(0, 6, 1),
+            Step::Rearrange(0, 7, 1),
+            Step::Rearrange(2, 8, 0),
+            Step::Pointwise(2, 2),
+            Step::Pointwise(0, 6),
+            Step::Upsample(0, 1),
+            Step::Upsample(0, 2),
+        ],
+    };
+    let text = ops_in(&spec);
+    for op in ["reverse[", "reduce_prod", "log1p", "index_select"] {
         assert!(text.contains(op), "{op} missing:\n{text}");
     }
     check_fixed(spec);

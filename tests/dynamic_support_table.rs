@@ -117,6 +117,49 @@ fn apply(op: &str) -> Option<()> {
             lazyxla::nn::scaled_dot_product_attention(&q, &q, &q, None, true).sum()
                 + lazyxla::nn::scaled_dot_product_attention(&q, &q, &q, Some(&keep), false).sum()
         }
+        "clamp_min" | "clamp_max" | "clamp_tensor" | "silu" | "leaky_relu" | "elu" | "softplus"
+        | "log1p" | "expm1" | "ceil" | "round" | "isnan" | "isfinite" => {
+            let f = |t: Tensor| t.sum();
+            f(v.clamp_min(1.0))
+                + f(v.clamp_max(2.0))
+                + f(m.clamp_tensor(&w, &v.unsqueeze(1)))
+                + f(v.silu())
+                + f(v.leaky_relu(0.1))
+                + f(v.elu(1.0))
+                + f(v.softplus())
+                + f(v.log1p())
+                + f(v.expm1())
+                + f(v.ceil())
+                + f(v.round())
+                + f(v.isnan().to_dtype(lazyxla::DType::F32))
+                + f(v.isfinite().to_dtype(lazyxla::DType::F32))
+        }
+        "logsumexp" | "var" | "std" | "prod" | "any" | "all" => {
+            m.logsumexp(0, false).sum()
+                + m.var(0, false).sum()
+                + m.std(1, false).sum()
+                + v.prod()
+                + v.gt_scalar(2.0).any().to_dtype(lazyxla::DType::F32)
+                + v.all().to_dtype(lazyxla::DType::F32)
+        }
+        "masked_fill" | "tril" | "triu" | "one_hot" => {
+            m.masked_fill(&m.gt_scalar(2.0), 0.0).sum()
+                + m.tril(0).sum()
+                + m.triu(1).sum()
+                + idx.one_hot(6).to_dtype(lazyxla::DType::F32).sum()
+        }
+        "pad" | "repeat" | "flip" | "roll" => {
+            m.pad(&[(1, 2), (0, 1)], 5.0).sum()
+                + m.repeat(&[2, 3]).sum()
+                + m.flip(&[0, 1]).sum()
+                + v.roll(2, 0).sum()
+                + m.roll(-1, 1).sum()
+        }
+        "split" | "chunk" => m.split(1, 1)[1].sum() + m.chunk(2, 1)[0].sum(),
+        "upsample_nearest2d" | "upsample_bilinear2d" => {
+            let x = m.unsqueeze(1).unsqueeze(1); // [<=6, 1, 1, 2]
+            x.upsample_nearest2d((2, 3)).sum() + x.upsample_bilinear2d((3, 4), true).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

@@ -31,7 +31,10 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 UnaryOp::Floor | UnaryOp::Sign => g.zeros_like(),
                 UnaryOp::Sin => g * &a.cos(),
                 UnaryOp::Cos => g * &a.sin().neg(),
-                UnaryOp::Not => return vec![None],
+                UnaryOp::Log1p => g / &(a + 1.0),
+                UnaryOp::Expm1 => g * &(out + 1.0),
+                UnaryOp::Ceil | UnaryOp::RoundNearestEven => g.zeros_like(),
+                UnaryOp::Not | UnaryOp::IsFinite => return vec![None],
             };
             vec![Some(d)]
         }
@@ -126,6 +129,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             }
             out
         }
+        Op::Reverse { dims } => vec![Some(g.flip(dims))],
         Op::Guard { checks, .. } => vec![Some(g.guard_back(&x[0], checks))],
         Op::PadToBound { .. } => {
             // Crop the gradient back to the real sizes.
@@ -149,6 +153,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                     let count = back(&mask.sum_dims(dims, false));
                     &back(g) * &mask / &count
                 }
+                ReduceKind::Prod => &back(g) * &prod_grad_factor(a, dims),
             };
             vec![Some(d)]
         }
@@ -239,6 +244,25 @@ fn spread_windows(g: &Tensor, w: &Window, a: &Tensor) -> Tensor {
         t.padding[d] = (k - 1 - lo, after.max(0) as usize);
     }
     g.reduce_window("reduce_window", WindowKind::Sum, t)
+}
+
+/// d(prod over `dims` of `a`)/d`a`, in `a`'s shape, as PyTorch computes
+/// it, zeros included: the product of the other elements of each group.
+/// Without a zero in the group that is `prod / a`; with exactly one, the
+/// zero's is the product of the nonzero elements and the others' is 0;
+/// with more, all are 0. (Padding of a dynamic dim is summed as 0 and
+/// multiplied as 1, so it counts as no zero and changes no product.)
+fn prod_grad_factor(a: &Tensor, dims: &[usize]) -> Tensor {
+    let back = |t: &Tensor| t.unreduce(a, dims);
+    let is_zero = a.eq_scalar(0.0);
+    let zeros = back(&is_zero.to_dtype(a.dtype()).sum_dims(dims, false));
+    let nonzero = is_zero.where_cond(&a.ones_like(), a);
+    let others = back(&nonzero.prod_dims(dims));
+    let lone_zero = zeros.eq_scalar(1.0).logical_and(&is_zero);
+    let when_one = lone_zero.where_cond(&others, &a.zeros_like());
+    zeros
+        .eq_scalar(0.0)
+        .where_cond(&(&others / &nonzero), &when_one)
 }
 
 /// Sums `g` (of the broadcast `shape`) back to the shape of `a`.

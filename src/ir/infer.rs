@@ -117,9 +117,11 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         Op::Unary(u) => {
             arity(1)?;
             let x = &inputs[0];
-            let ok = match u {
-                UnaryOp::Not => x.dtype == DType::Bool,
-                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => x.dtype != DType::Bool,
+            // Whether the operand's dtype is accepted, and the result's.
+            let (ok, dtype) = match u {
+                UnaryOp::Not => (x.dtype == DType::Bool, x.dtype),
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => (x.dtype != DType::Bool, x.dtype),
+                UnaryOp::IsFinite => (x.dtype.is_float(), DType::Bool),
                 UnaryOp::Exp
                 | UnaryOp::Log
                 | UnaryOp::Sqrt
@@ -129,7 +131,11 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
                 | UnaryOp::Erf
                 | UnaryOp::Floor
                 | UnaryOp::Sin
-                | UnaryOp::Cos => x.dtype.is_float(),
+                | UnaryOp::Cos
+                | UnaryOp::Log1p
+                | UnaryOp::Expm1
+                | UnaryOp::Ceil
+                | UnaryOp::RoundNearestEven => (x.dtype.is_float(), x.dtype),
             };
             if !ok {
                 return Err(Error::dtype(
@@ -141,7 +147,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
                     ),
                 ));
             }
-            Ok((x.dtype, x.shape.clone()))
+            Ok((dtype, x.shape.clone()))
         }
         Op::Binary(b) => {
             arity(2)?;
@@ -337,6 +343,15 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             out[*dim] = total;
             Ok((first.dtype, out))
         }
+        Op::Reverse { dims } => {
+            arity(1)?;
+            let x = &inputs[0];
+            for &d in dims {
+                check_dim(name, d, &x.shape)?;
+            }
+            sorted_distinct(name, dims)?;
+            Ok((x.dtype, x.shape.clone()))
+        }
         Op::PadToBound { .. } => {
             arity(1)?;
             let x = &inputs[0];
@@ -382,12 +397,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             for &d in dims {
                 check_dim(name, d, &x.shape)?;
             }
-            if dims.windows(2).any(|w| w[0] >= w[1]) {
-                return Err(Error::internal(
-                    name,
-                    format!("dims {dims:?} must be sorted and distinct"),
-                ));
-            }
+            sorted_distinct(name, dims)?;
             if x.dtype == DType::Bool {
                 return Err(Error::dtype(
                     name,
@@ -657,6 +667,18 @@ fn check_dim(op: &'static str, dim: usize, shape: &[SizeExpr]) -> Result<()> {
             shape: shape_string(shape),
         })
     }
+}
+
+/// Dims listed by an op's own arguments: sorted and distinct (the tensor
+/// layer sorts them and rejects repeats with the user's words).
+fn sorted_distinct(op: &'static str, dims: &[usize]) -> Result<()> {
+    if dims.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::internal(
+            op,
+            format!("dims {dims:?} must be sorted and distinct"),
+        ));
+    }
+    Ok(())
 }
 
 fn reject_dynamic(op: &'static str, shape: &[SizeExpr]) -> Result<()> {

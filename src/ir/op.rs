@@ -51,6 +51,17 @@ pub enum UnaryOp {
     Cos,
     /// Logical negation (Bool only).
     Not,
+    /// `ln(1 + x)`, accurate near 0 (StableHLO's `log_plus_one`).
+    Log1p,
+    /// `e^x - 1`, accurate near 0 (StableHLO's `exponential_minus_one`).
+    Expm1,
+    /// Rounds up.
+    Ceil,
+    /// Rounds to the nearest integer, ties to even (PyTorch's `round`).
+    RoundNearestEven,
+    /// True where the element is neither infinite nor NaN: a float
+    /// operand, a Bool result.
+    IsFinite,
 }
 
 /// Elementwise functions of two operands of the same dtype and shape.
@@ -92,6 +103,8 @@ pub enum ReduceKind {
     Sum,
     Max,
     Min,
+    /// The product; its identity 1 fills the padding of a dynamic dim.
+    Prod,
 }
 
 /// Index-of-extremum reductions over one dimension.
@@ -200,6 +213,14 @@ pub enum Op {
     Concat {
         /// The dimension.
         dim: usize,
+    },
+    /// One operand with its elements in reverse order along each of
+    /// `dims`. Along a dynamic dim only the real elements are reversed:
+    /// element `i` of `n` becomes element `n - 1 - i`, and the padding
+    /// stays after them.
+    Reverse {
+        /// Sorted, distinct dims.
+        dims: Vec<usize>,
     },
     /// One operand as a static tensor of its bound shape, positions past
     /// the real sizes set to `fill`.
@@ -355,6 +376,7 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Concat { .. }
+            | Op::Reverse { .. }
             | Op::PadToBound { .. }
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
@@ -396,6 +418,7 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Concat { .. }
+            | Op::Reverse { .. }
             | Op::PadToBound { .. }
             | Op::Reduce { .. }
             | Op::ArgReduce { .. }
@@ -439,6 +462,11 @@ impl Op {
                 UnaryOp::Sin => "sin",
                 UnaryOp::Cos => "cos",
                 UnaryOp::Not => "not",
+                UnaryOp::Log1p => "log1p",
+                UnaryOp::Expm1 => "expm1",
+                UnaryOp::Ceil => "ceil",
+                UnaryOp::RoundNearestEven => "round",
+                UnaryOp::IsFinite => "isfinite",
             },
             Op::Binary(b) => match b {
                 BinaryOp::Add => "add",
@@ -467,12 +495,14 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
             Op::Concat { .. } => "concat",
+            Op::Reverse { .. } => "reverse",
             Op::PadToBound { .. } => "pad_to_bound",
             Op::Guard { .. } => "guard",
             Op::Reduce { kind, .. } => match kind {
                 ReduceKind::Sum => "reduce_sum",
                 ReduceKind::Max => "reduce_max",
                 ReduceKind::Min => "reduce_min",
+                ReduceKind::Prod => "reduce_prod",
             },
             Op::ArgReduce { kind, .. } => match kind {
                 ArgKind::Max => "argmax",

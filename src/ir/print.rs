@@ -89,6 +89,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Transpose { perm } => format!("perm={perm:?}"),
         Op::Slice { dim, start, len } => format!("dim={dim} start={start} len={len}"),
         Op::Concat { dim } => format!("dim={dim}"),
+        Op::Reverse { dims } => format!("dims={dims:?}"),
         Op::PadToBound { fill } => format!("fill={}", lit(*fill)),
         Op::Guard { checks, .. } => checks
             .iter()

@@ -20,7 +20,7 @@ pub(crate) enum Rhs<'a> {
     Scalar(f64, DType),
 }
 
-fn priority(t: &Tensor) -> Priority {
+pub(super) fn priority(t: &Tensor) -> Priority {
     if t.rank() == 0 {
         Priority::ZeroDim
     } else {
@@ -354,7 +354,8 @@ impl Tensor {
         self.mul(self)
     }
 
-    fn unary_float(&self) -> Tensor {
+    /// This tensor, converted to F32 unless it is float already.
+    pub(super) fn unary_float(&self) -> Tensor {
         if self.dtype().is_float() {
             self.clone()
         } else {
@@ -411,7 +412,8 @@ impl Tensor {
         self.compare(CmpOp::Ge, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
 
-    fn to_bool(&self) -> Tensor {
+    /// This tensor as Bool: itself, or `!= 0` (NaN is true).
+    pub(super) fn to_bool(&self) -> Tensor {
         if self.dtype() == DType::Bool {
             self.clone()
         } else {

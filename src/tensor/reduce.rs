@@ -24,7 +24,9 @@ impl Tensor {
 
     fn reduce(&self, kind: ReduceKind, dims: Vec<usize>, keepdim: bool) -> Tensor {
         let x = match (kind, self.dtype()) {
-            (ReduceKind::Sum, DType::Bool | DType::I32) => self.to_dtype(DType::I64),
+            (ReduceKind::Sum | ReduceKind::Prod, DType::Bool | DType::I32) => {
+                self.to_dtype(DType::I64)
+            }
             (_, DType::Bool) => self.to_dtype(DType::I64),
             _ => self.clone(),
         };
@@ -135,6 +137,62 @@ impl Tensor {
         let deps = size_deps_for(std::slice::from_ref(&e), std::slice::from_ref(&node));
         Tensor::try_apply_on(Op::SizeOf(e), &[], deps, self.device())
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The product of all elements (bool and i32 multiply in i64, as
+    /// PyTorch; an empty tensor gives 1). Over a dynamic dim only the real
+    /// elements count. The gradient is PyTorch's, zeros included: each
+    /// element gets the product of the others.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![2.0f32, 0.0, 3.0], &[3]).unwrap().requires_grad(true);
+    /// let p = x.prod();
+    /// p.backward();
+    /// assert_eq!(p.item::<f32>().unwrap(), 0.0);
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), vec![0.0, 6.0, 0.0]);
+    /// ```
+    pub fn prod(&self) -> Tensor {
+        let all: Vec<usize> = (0..self.rank()).collect();
+        self.prod_dims(&all)
+    }
+
+    /// The product over `dims` (sorted, distinct), removed from the shape.
+    pub(crate) fn prod_dims(&self, dims: &[usize]) -> Tensor {
+        self.reduce(ReduceKind::Prod, dims.to_vec(), false)
+    }
+
+    /// True (a Bool scalar) when some element is nonzero (NaN counts as
+    /// nonzero); false for an empty tensor. Over a dynamic dim only the
+    /// real elements count.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32, 2.0, 0.0], &[3]).unwrap();
+    /// assert!(x.any().item::<bool>().unwrap());
+    /// assert!(!x.masked_select(&x.eq_scalar(0.0)).any().item::<bool>().unwrap());
+    /// ```
+    pub fn any(&self) -> Tensor {
+        // A count of true elements: the sum ignores a dynamic dim's padding.
+        self.to_bool().to_dtype(DType::I64).sum().gt_scalar(0.0)
+    }
+
+    /// True (a Bool scalar) when every element is nonzero (NaN counts as
+    /// nonzero); true for an empty tensor. Over a dynamic dim only the
+    /// real elements count.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1i64, 2, 0], &[3]).unwrap();
+    /// assert!(!x.all().item::<bool>().unwrap());
+    /// assert!(x.masked_select(&x.gt_scalar(0.0)).all().item::<bool>().unwrap());
+    /// ```
+    pub fn all(&self) -> Tensor {
+        self.to_bool()
+            .logical_not()
+            .to_dtype(DType::I64)
+            .sum()
+            .eq_scalar(0.0)
     }
 
     /// The largest element.

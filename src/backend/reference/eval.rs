@@ -144,6 +144,15 @@ pub(super) fn run(
                     map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
                 }
                 Op::Concat { dim } => concat(&ins, *dim)?,
+                Op::Reverse { dims: ds } => map_host_array!(ins[0], a => {
+                    // Exact sizes: reversing the whole axis is reversing
+                    // the real elements.
+                    let mut v = a.view();
+                    for &d in ds {
+                        v.invert_axis(Axis(d));
+                    }
+                    v.as_standard_layout().into_owned()
+                }),
                 Op::Guard { shape, checks } => {
                     let size = |e: &SizeExpr| size_value(e, program, &positions, &values, var_args);
                     for c in checks.iter() {
@@ -491,6 +500,12 @@ mod num_float {
             UnaryOp::Sin => x.sin(),
             UnaryOp::Cos => x.cos(),
             UnaryOp::Not => (x == 0.0) as u8 as f64,
+            UnaryOp::Log1p => x.ln_1p(),
+            UnaryOp::Expm1 => x.exp_m1(),
+            UnaryOp::Ceil => x.ceil(),
+            UnaryOp::RoundNearestEven => x.round_ties_even(),
+            // Bool-valued; `unary` answers it before reaching here.
+            UnaryOp::IsFinite => x.is_finite() as u8 as f64,
         }
     }
 
@@ -547,6 +562,8 @@ pub(crate) fn erf(x: f64) -> f64 {
 fn unary(u: UnaryOp, x: &HostArray) -> Result<HostArray> {
     Ok(match (u, x) {
         (UnaryOp::Not, HostArray::Bool(a)) => HostArray::Bool(a.mapv(|v| !v)),
+        (UnaryOp::IsFinite, HostArray::F32(a)) => HostArray::Bool(a.mapv(f32::is_finite)),
+        (UnaryOp::IsFinite, HostArray::F64(a)) => HostArray::Bool(a.mapv(f64::is_finite)),
         (_, HostArray::F32(a)) => HostArray::F32(float_unary(u, a)),
         (_, HostArray::F64(a)) => HostArray::F64(float_unary(u, a)),
         (UnaryOp::Neg, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::neg)),
@@ -630,6 +647,7 @@ fn num_reduce<T: Num>(kind: ReduceKind, a: &ArrayD<T>, dims: &[usize]) -> ArrayD
                 acc
             }
         }),
+        ReduceKind::Prod => kernels::reduce(a, dims, T::from_f64(1.0), T::mul),
     }
 }
 

@@ -61,6 +61,11 @@ impl Ctx<'_> {
             UnaryOp::Sin => self.b.un("sine", x),
             UnaryOp::Cos => self.b.un("cosine", x),
             UnaryOp::Not => self.b.un("not", x),
+            UnaryOp::Log1p => self.b.un("log_plus_one", x),
+            UnaryOp::Expm1 => self.b.un("exponential_minus_one", x),
+            UnaryOp::Ceil => self.b.un("ceil", x),
+            UnaryOp::RoundNearestEven => self.b.un("round_nearest_even", x),
+            UnaryOp::IsFinite => self.b.op("is_finite", &[x], "", x.ty.with_elt(Elt::I1)),
         }
     }
 

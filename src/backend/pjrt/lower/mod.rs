@@ -295,6 +295,7 @@ impl Ctx<'_> {
                 self.redyn(out, &ty, &sizes)
             }
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
+            Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
             Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
             Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
@@ -449,6 +450,43 @@ impl Ctx<'_> {
             offset = self.b.bin("add", &offset, &n);
         }
         sizes[dim] = Some(offset);
+        self.redyn(out, ty, &sizes)
+    }
+
+    /// `x` reversed along `dims`. Reversing the static view moves the
+    /// real elements of a dynamic dim `d` (size `n`, bound `N`) to
+    /// `[N - n, N)`; padding the view with `N` more elements there and
+    /// slicing `N` from `N - n` brings them back to the front.
+    fn reverse(&mut self, x: &V, dims: &[usize], ty: &Ty) -> V {
+        let sizes = self.sizes_of(x);
+        let xs = self.padded(x, None);
+        let ds: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let mut out = self.b.op(
+            "reverse",
+            &[&xs],
+            &format!("dimensions = {}", emit::arr(&ds)),
+            xs.ty.clone(),
+        );
+        let shifted: Vec<usize> = dims.iter().copied().filter(|&d| ty.dynamic[d]).collect();
+        if !shifted.is_empty() {
+            let zero = self.b.scalar(0.0, ty.elt);
+            for &d in &shifted {
+                out = self.b.pad(&out, &zero, d, 0, ty.dims[d]);
+            }
+            let starts: Vec<V> = (0..ty.rank())
+                .map(|d| match (&sizes[d], shifted.contains(&d)) {
+                    (Some(n), true) => {
+                        let bound = self.b.i32c(ty.dims[d]);
+                        self.b.bin("subtract", &bound, n)
+                    }
+                    _ => self.b.i32c(0),
+                })
+                .collect();
+            let mut args: Vec<&V> = vec![&out];
+            args.extend(starts.iter());
+            let attrs = format!("slice_sizes = {}", emit::arr(&ty.dims));
+            out = self.b.op("dynamic_slice", &args, &attrs, ty.bound());
+        }
         self.redyn(out, ty, &sizes)
     }
 

@@ -55,6 +55,7 @@ impl Ctx<'_> {
             ReduceKind::Sum => e.literal(0.0),
             ReduceKind::Max => e.lowest(),
             ReduceKind::Min => e.highest(),
+            ReduceKind::Prod => e.literal(1.0),
         };
         let sizes = self.sizes_of(x);
         let xs = self.padded_lit(x, Some(&identity));
@@ -63,6 +64,7 @@ impl Ctx<'_> {
             ReduceKind::Sum => b.bin("add", p, q),
             ReduceKind::Max => pick_body(b, CmpOp::Gt, p, q),
             ReduceKind::Min => pick_body(b, CmpOp::Lt, p, q),
+            ReduceKind::Prod => b.bin("multiply", p, q),
         });
         let kept: Vec<Option<V>> = (0..x.ty.rank())
             .filter(|d| !dims.contains(d))

@@ -1,0 +1,110 @@
+//! The differential generator's model-op steps (see `differential.rs`):
+//! each builds one op family on a pool operand, keeping values that decide
+//! a result away from the points where the backends may differ by an ulp.
+
+use super::{snapped, threshold};
+use lazyxla::{DType, Tensor};
+
+/// A pointwise model op on the float `x`. Ops that decide on a value
+/// (clamps, rounding) see thresholds offset by 0.3 from the values exact
+/// arithmetic produces, as comparisons do ([`threshold`]); softplus's
+/// switch at 20 is continuous, so an ulp there changes nothing.
+pub fn pointwise(x: &Tensor, k: u8) -> Tensor {
+    match k {
+        0 => x.clamp_min(threshold(0.0)),
+        1 => x.clamp_max(threshold(1.0)),
+        2 => x.clamp_tensor(&Tensor::scalar(threshold(-1.0) as f32), &(x.abs() + 1.3)),
+        3 => x.silu(),
+        4 => x.leaky_relu(0.25),
+        5 => x.elu(0.5),
+        6 => x.softplus(),
+        7 => (x.abs() * 0.5).log1p(),
+        8 => (x * 0.25).expm1(),
+        9 => x.add_scalar(0.3).ceil(),
+        10 => x.add_scalar(0.3).round(),
+        _ => {
+            // Integers (snapped) decide: NaN from log of a negative, -inf at 0.
+            let l = snapped(x).log();
+            l.isnan().logical_or(&l.isfinite())
+        }
+    }
+}
+
+/// A reduction of the float `x` along dim `d` (when it has one): the
+/// Bool ones see the snapped copy.
+pub fn stats(x: &Tensor, k: u8, d: u8) -> Tensor {
+    let d = d as usize % x.rank().max(1);
+    match k % 6 {
+        0 => x.logsumexp(d, k >= 6),
+        1 => x.var(d, k >= 6),
+        2 => x.std(d, k >= 6),
+        3 => x.prod(),
+        4 => snapped(x).any(),
+        _ => snapped(x).all(),
+    }
+}
+
+/// A rearrangement or mask of `x` (any dtype), keeping the rank at most
+/// 2; `v` picks the dim, shift, diagonal, fill or piece.
+pub fn rearranged(x: &Tensor, k: u8, v: i8) -> Tensor {
+    let r = x.rank();
+    let d = v.unsigned_abs() as usize % r.max(1);
+    match k {
+        0 => x.flip(&[d]),
+        1 => x.roll(v as i64, d),
+        2 => x.pad(&[(1, 0), (0, 2)][..r.min(2)], v as f64),
+        3 => {
+            let mut reps = vec![1; r];
+            reps[d] = 2 + (v as usize % 2);
+            x.repeat(&reps)
+        }
+        4 => x.tril(v as i64),
+        5 => x.triu(v as i64),
+        6 => {
+            let m = x.to_dtype(DType::F32).gt_scalar(threshold(v as f64));
+            x.masked_fill(&m, v as f64)
+        }
+        7 => {
+            // Panics along a dynamic dim (a fallback step runs instead).
+            let pieces = if v % 2 == 0 {
+                x.split(1 + v.unsigned_abs() as usize % 2, d)
+            } else {
+                x.chunk(2, d)
+            };
+            pieces[v.unsigned_abs() as usize % pieces.len()].clone()
+        }
+        _ => {
+            let ids = match x.dtype() {
+                DType::F32 | DType::F64 => snapped(x).to_dtype(DType::I64),
+                _ => x.to_dtype(DType::I64),
+            };
+            ids.flatten().one_hot(3)
+        }
+    }
+}
+
+/// Upsampling of `x` seen as NCHW as in `pooled`; the result is 2-D
+/// again: `[H', W']`, or `[batch, H' * W']` for a dynamic batch.
+pub fn upsampled(x: &Tensor, k: u8) -> Tensor {
+    let (x4, batch) = match (x.rank(), x.is_dynamic()) {
+        (2, false) => (x.unsqueeze(0).unsqueeze(0), false),
+        (2, true) => (x.unsqueeze(1).unsqueeze(1), true),
+        (1, false) => (x.unsqueeze(0).unsqueeze(0).unsqueeze(0), false),
+        (1, true) => (x.unsqueeze(1).unsqueeze(1).unsqueeze(1), true),
+        _ => panic!("upsampled: 1-D or 2-D operands only"),
+    };
+    let b = x4.upper_bounds();
+    let (h, w) = (b[2], b[3]);
+    let y = match k {
+        0 => x4.upsample_nearest2d((2 * h, 2 * w)),
+        1 => x4.upsample_nearest2d((h + 1, 2 * w + 1)),
+        2 => x4.upsample_bilinear2d((h + 1, 2 * w), false),
+        _ => x4.upsample_bilinear2d((2 * h, w + 2), true),
+    };
+    let out = y.upper_bounds();
+    if batch {
+        y.reshape_sym(&[y.size(0), ((out[2] * out[3]) as i64).into()])
+    } else {
+        y.squeeze(0).squeeze(0)
+    }
+}
