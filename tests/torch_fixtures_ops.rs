@@ -1,11 +1,8 @@
-//! NOT COMPILED YET (`.rs.txt`): the PyTorch fixture tests of the composed
-//! tensor ops being added on another branch (reductions, masks and
-//! triangles, one-hot, shape ops, elementwise ops, upsampling), written
-//! against the names in API.md ("Model ops"). Once they land, rename this
-//! file to `tests/torch_fixtures_pending.rs` (or move its tests into
-//! `tests/torch_fixtures.rs`), fix the calls that differ from the real
-//! API, and drop the tests of what has not landed yet. (The nn modules'
-//! and the ResNet's fixtures are checked by `tests/torch_fixtures_nn.rs`.)
+//! The composed tensor ops against PyTorch (reductions, masks and
+//! triangles, one-hot, shape ops, elementwise ops, upsampling), on both
+//! backends. (The convolutions, pooling, sorting and scans are in
+//! `torch_fixtures.rs`; the nn modules and the ResNet step in
+//! `torch_fixtures_nn.rs`.)
 //!
 //! Each case of the fixtures in `tests/fixtures` (written by `gen.py`,
 //! computed in float64 by PyTorch) gives inputs, outputs and the input
