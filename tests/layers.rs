@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["device"],
     &["runtime"],
     &["tensor"],
-    &["autograd", "capture", "optim"],
+    &["autograd", "capture", "optim", "safetensors"],
     &["nn"],
 ];
 
