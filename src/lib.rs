@@ -39,6 +39,26 @@ pub mod nn;
 pub mod optim;
 mod runtime;
 pub mod safetensors;
+
+/// The names a training script uses, in one import:
+/// `use lazyxla::prelude::*;`.
+///
+/// ```
+/// use lazyxla::prelude::*;
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true);
+/// let mut opt = optim::Sgd::new(vec![w.clone()], 0.1);
+/// (&w * &w).sum().backward();
+/// opt.step();
+/// mark_step().unwrap();
+/// assert_eq!(w.to_vec::<f32>().unwrap(), vec![0.8, 1.6]);
+/// ```
+pub mod prelude {
+    pub use crate::nn::{self, Module};
+    pub use crate::optim::{self, Optimizer};
+    pub use crate::{
+        capture, mark_step, no_grad, DType, Device, Error, Result, SymBool, SymInt, Tensor,
+    };
+}
 mod symint;
 mod tensor;
 

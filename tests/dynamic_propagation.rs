@@ -433,7 +433,10 @@ backend_test! {
         assert_eq!(v.len(), 8, "bound is 12 elements, real 8: {v:?}");
         assert_eq!(m.to_ndarray::<f32>().unwrap().shape(), &[4, 2]);
         assert_eq!(m.upper_bounds(), vec![6, 2]);
-        assert_eq!(m.to_string(), "tensor([[1.0, 2.0], [3.0, 6.0], [0.5000, 1.0], [4.0, 8.0]], dtype=f32)");
+        assert_eq!(
+            m.to_string(),
+            "tensor([[1.0000, 2.0000],\n        [3.0000, 6.0000],\n        [0.5000, 1.0000],\n        [4.0000, 8.0000]], dtype=f32)"
+        );
     }
 }
 

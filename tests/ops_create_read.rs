@@ -188,16 +188,26 @@ backend_test! {
 backend_test! {
     fn display_prints_values() {
         let i = Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]).unwrap();
-        assert_eq!(i.to_string(), "tensor([[1, 2], [3, 4]], dtype=i64)");
+        assert_eq!(i.to_string(), "tensor([[1, 2],\n        [3, 4]], dtype=i64)");
         let b = Tensor::from_vec(vec![true, false], &[2]).unwrap();
-        assert_eq!(b.to_string(), "tensor([true, false], dtype=bool)");
+        assert_eq!(b.to_string(), "tensor([ true, false], dtype=bool)");
         assert_eq!(Tensor::scalar(3i32).to_string(), "tensor(3, dtype=i32)");
         let f = Tensor::from_vec(vec![1.0f32, -2.5], &[2]).unwrap();
-        let s = f.to_string();
-        assert!(s.starts_with("tensor([1.0, -2.5") && s.ends_with("], dtype=f32)"), "{s}");
+        assert_eq!(f.to_string(), "tensor([ 1.0000, -2.5000], dtype=f32)");
+        // One format per tensor: whole numbers, scientific when magnitudes
+        // span too much, and PyTorch's summary past 1000 elements.
+        let w = Tensor::from_vec(vec![1.0f32, -20.0, f32::NAN], &[3]).unwrap();
+        assert_eq!(w.to_string(), "tensor([  1., -20.,  nan], dtype=f32)");
+        let e = Tensor::from_vec(vec![1e-5f64, 2.0], &[2]).unwrap();
+        assert_eq!(e.to_string(), "tensor([1.0000e-05, 2.0000e+00], dtype=f64)");
+        let big = Tensor::arange(2000).reshape(&[2, 20, 50]);
+        let s = big.to_string();
+        assert!(s.starts_with("tensor([[[   0,    1,    2, ...,   47,   48,   49],\n"), "{s}");
+        assert!(s.contains("         ...,\n") && s.contains("\n\n        [[1000, "), "{s}");
+        assert!(s.ends_with("[1950, 1951, 1952, ..., 1997, 1998, 1999]]], dtype=i64)"), "{s}");
         // Display forces the computation.
         let p = &i * 2i64;
-        assert_eq!(format!("{p}"), "tensor([[2, 4], [6, 8]], dtype=i64)");
+        assert_eq!(format!("{p}"), "tensor([[2, 4],\n        [6, 8]], dtype=i64)");
         assert_eq!(Tensor::zeros(&[0], DType::F32).to_string(), "tensor([], dtype=f32)");
     }
 }

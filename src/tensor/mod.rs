@@ -3,6 +3,7 @@
 mod conv;
 mod create;
 mod dim;
+mod display;
 mod dynamic;
 mod elementwise;
 mod grad_mode;

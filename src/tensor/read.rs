@@ -9,7 +9,6 @@ use crate::runtime::materialize;
 use crate::SymInt;
 use crate::{Error, Result};
 use ndarray::ArrayD;
-use std::fmt;
 use std::sync::Arc;
 
 impl Tensor {
@@ -118,42 +117,5 @@ impl Tensor {
         }
         let values = materialize::materialize_all(&exprs, &anchors)?;
         Ok(values.into_iter().map(|v| v.max(0) as usize).collect())
-    }
-}
-
-impl fmt::Display for Tensor {
-    /// Prints the values (forcing execution), e.g.
-    /// `tensor([[1, 2], [3, 4]], dtype=i64)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.to_host() {
-            Ok(h) => {
-                let body = crate::with_host_array!(&h, a => format_array(a.view()));
-                write!(f, "tensor({body}, dtype={})", self.dtype())
-            }
-            Err(e) => write!(f, "tensor(<error: {e}>)"),
-        }
-    }
-}
-
-fn format_array<T: Element>(a: ndarray::ArrayViewD<'_, T>) -> String {
-    if a.ndim() == 0 {
-        return format_elem(*a.iter().next().expect("one element"));
-    }
-    let parts: Vec<String> = a.outer_iter().map(|row| format_array(row)).collect();
-    format!("[{}]", parts.join(", "))
-}
-
-fn format_elem<T: Element>(x: T) -> String {
-    match T::DTYPE {
-        crate::DType::Bool => (x.to_f64() != 0.0).to_string(),
-        crate::DType::I32 | crate::DType::I64 => format!("{}", x.to_f64() as i64),
-        crate::DType::F32 | crate::DType::F64 => {
-            let v = x.to_f64();
-            if v.fract() == 0.0 && v.abs() < 1e16 {
-                format!("{v:.1}")
-            } else {
-                format!("{v:.4}")
-            }
-        }
     }
 }
