@@ -11,6 +11,7 @@
 //! ```
 
 mod attention;
+mod clip;
 mod conv;
 mod layers;
 mod loss;
@@ -18,6 +19,7 @@ mod norm;
 mod pool;
 
 pub use attention::{scaled_dot_product_attention, MultiheadAttention};
+pub use clip::clip_grad_norm;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
