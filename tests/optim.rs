@@ -392,3 +392,41 @@ backend_test! {
         assert_eq!(clip_grad_norm(&[p], 1.0).item::<f32>().unwrap(), 0.0);
     }
 }
+
+backend_test! {
+    fn clip_grad_norm_inside_a_captured_step_matches_eager() {
+        let run = |captured: bool| -> (Vec<f32>, Vec<f32>) {
+            let w = Tensor::from_vec(W0.to_vec(), &[6]).unwrap().requires_grad(true);
+            let opt = RefCell::new(Sgd::new(vec![w.clone()], 0.1));
+            let body = || {
+                let loss = (&w * &w * &w).sum();
+                loss.backward();
+                let norm = clip_grad_norm(std::slice::from_ref(&w), 2.0);
+                opt.borrow_mut().step();
+                norm
+            };
+            let mut norms = Vec::new();
+            if captured {
+                let mut step = capture(|_: &[Tensor]| vec![body()]);
+                for _ in 0..4 {
+                    w.zero_grad();
+                    norms.push(step.run(&[]).unwrap()[0].item::<f32>().unwrap());
+                }
+                assert_eq!(step.recordings(), 1);
+            } else {
+                for _ in 0..4 {
+                    w.zero_grad();
+                    let norm = body();
+                    mark_step().unwrap();
+                    norms.push(norm.item::<f32>().unwrap());
+                }
+            }
+            (norms, values(&w))
+        };
+        let (eager_norms, eager_w) = run(false);
+        let (norms, w) = run(true);
+        assert!(eager_norms[0] > 2.0, "the first steps clip: {eager_norms:?}");
+        assert_close(&norms, &eager_norms, 1e-6);
+        assert_close(&w, &eager_w, 1e-6);
+    }
+}
