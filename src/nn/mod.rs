@@ -11,6 +11,7 @@
 //! ```
 
 mod attention;
+mod clip;
 mod conv;
 mod layers;
 mod loss;
@@ -19,6 +20,7 @@ mod pool;
 mod state_dict;
 
 pub use attention::{scaled_dot_product_attention, MultiheadAttention};
+pub use clip::clip_grad_norm;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
