@@ -430,3 +430,39 @@ backend_test! {
         assert_close(&w, &eager_w, 1e-6);
     }
 }
+
+backend_test! {
+    fn a_warmup_then_cosine_sgd_run_equals_pytorchs() {
+        // tests/fixtures/gen_checkpoint.py: PyTorch's SGD (momentum 0.9)
+        // under LinearLR(0.1, 5) then CosineAnnealingLR(15, 0.001),
+        // chained by SequentialLR, over 20 steps of an MSE loss.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sgd_schedule.safetensors");
+        let f = lazyxla::safetensors::load(path).unwrap();
+        let get = |n: &str| f.iter().find(|(k, _)| k == n).unwrap().1.clone();
+        let model = lazyxla::nn::Linear::new(4, 3, 0);
+        let start = [("weight".to_string(), get("weight0")), ("bias".into(), get("bias0"))];
+        lazyxla::nn::load_state_dict(&model, &start, true).unwrap();
+        use lazyxla::nn::Module;
+        let mut opt = Sgd::new(model.parameters(), 0.1).momentum(0.9);
+        let cosine = CosineAnnealingLr::new(&mut opt, 15, 0.001).unwrap();
+        let mut sched = LinearWarmup::followed_by(&mut opt, 0.1, 5, cosine).unwrap();
+        let (xs, ys) = (get("x").to_vec::<f32>().unwrap(), get("y").to_vec::<f32>().unwrap());
+        let lrs = get("lrs").to_vec::<f64>().unwrap();
+        let compiles = counter("UncachedCompile");
+        for (step, want_lr) in lrs.iter().enumerate() {
+            assert!((opt.lr() - want_lr).abs() <= 1e-15 * want_lr, "step {step}: {} vs {want_lr}", opt.lr());
+            // Each step's batch uploaded, as a data loader gives it.
+            let x = Tensor::from_vec(xs[step * 32..(step + 1) * 32].to_vec(), &[8, 4]).unwrap();
+            let y = Tensor::from_vec(ys[step * 24..(step + 1) * 24].to_vec(), &[8, 3]).unwrap();
+            opt.zero_grad();
+            lazyxla::nn::mse_loss(&model.forward(&x), &y).backward();
+            opt.step();
+            sched.step(&mut opt);
+            mark_step().unwrap();
+        }
+        assert!(counter("UncachedCompile") - compiles <= 1, "the rate changed the program");
+        let params = model.parameters();
+        assert_close(&params[0].to_vec::<f32>().unwrap(), &get("weight").to_vec::<f32>().unwrap(), 1e-5);
+        assert_close(&params[1].to_vec::<f32>().unwrap(), &get("bias").to_vec::<f32>().unwrap(), 1e-5);
+    }
+}
