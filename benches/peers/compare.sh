@@ -5,15 +5,23 @@
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
 #   WORKLOAD: topk | resnet | transformer
-# Needs: the PJRT CPU plugin (as for the tests) and a Python with jax,
-# e.g. `python3 -m venv /tmp/venv-jax && /tmp/venv-jax/bin/pip install jax`
-# then PYTHON=/tmp/venv-jax/bin/python.
+# Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and
+# JAX: PYTHON names a Python that has it, else the benchmark makes its own
+# venv (benches/peers/.venv) and installs jax from PyPI there once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 workload="${1:?workload: topk | resnet | transformer}"
 rounds="${2:-5}"
 steps="${3:-50}"
-python="${PYTHON:-python3}"
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+  venv=benches/peers/.venv
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet jax
+  fi
+  python="$venv/bin/python"
+fi
 cargo bench --bench models --no-run 2>/dev/null
 bin=$(cargo bench --bench models --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))/\1/p' | tail -1)
 out=$(mktemp)
