@@ -303,7 +303,7 @@ impl Ctx<'_> {
             Op::SelectAndScatter { kind, window } => {
                 self.select_and_scatter(*kind, &ins[0], &ins[1], window, &ty)
             }
-            Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),
+            Op::Dot(dot) => self.dot(&ins[0], &ins[1], dot, &ty),
             Op::Convolution(c) => self.convolution(&ins[0], &ins[1], c, &ty),
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
@@ -643,4 +643,3 @@ fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> b
         from[i] == to[j] && xt.dims[i] == tt.dims[j] && before(xt, i) == before(tt, j)
     })
 }
-
