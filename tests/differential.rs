@@ -4,7 +4,8 @@
 //! reductions over dynamic dims, elementwise ops inside dynamic zones,
 //! `cat`, `index_select` with dynamic indices, `conv2d` over a (maybe
 //! dynamic) batch, `sort`, `topk` and `scatter` (add and overwrite),
-//! pooling and scans, and the model ops (clamps and activations,
+//! pooling and scans, `matmul` (a batch times a matrix on either side,
+//! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
 //! upsampling), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
@@ -82,6 +83,9 @@ enum Step {
     /// Nearest or bilinear upsampling of a 2-D view (a dynamic dim
     /// becomes the batch).
     Upsample(usize, u8),
+    /// Operand, kind: `x . x^T`, `x^T . x`, a batch times `x`, `x^T`
+    /// times a batch.
+    MatMul(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -123,7 +127,8 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Pointwise(a, k)),
         (i.clone(), 0u8..12, 0u8..2).prop_map(|(a, k, d)| Step::Stats(a, k, d)),
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
-        (i, 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
+        (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
+        (i, 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
     ]
 }
 
@@ -316,6 +321,25 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 .unsqueeze(1)
                 .conv2d(&w, None, (1, stride), (0, pad), (1, 1), 1)
                 .sum_dims(&[1, 2], false)
+        }
+        Step::MatMul(a, k) => {
+            // `x` ([r, c], a vector as a column) against its transpose:
+            // `x . x^T` (r free: dynamic free dims), `x^T . x` (r
+            // contracted), a batch of two times `x` (`[2, c, r] . [r, c]`,
+            // the matrix not broadcast) or `x^T` times a batch (`[c, r] .
+            // [2, r, c]`), the batch summed away; a dynamic r is then
+            // contracted. Panics on a scalar, which falls back to a unary
+            // step.
+            let x = float(&pick(a));
+            let x = if x.rank() == 1 { x.unsqueeze(1) } else { x };
+            let xt = x.transpose(0, 1);
+            let batch = |t: &Tensor| Tensor::cat(&[&t.unsqueeze(0), &(t * 0.5).unsqueeze(0)], 0);
+            match k {
+                0 => x.matmul(&xt),
+                1 => xt.matmul(&x),
+                2 => batch(&xt).matmul(&x).sum_dims(&[0], false),
+                _ => xt.matmul(&batch(&x)).sum_dims(&[0], false),
+            }
         }
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
@@ -688,6 +712,37 @@ fn conv2d_over_dynamic_batches() {
     };
     let ir = ops_in(&spec);
     assert_eq!(ir.matches("= convolution").count(), 2, "{ir}");
+    check_fixed(spec);
+}
+
+/// The four matmul steps on a `mark_dynamic` input and on a masked
+/// selection (dynamic free and contracted dims): one dot each, never a
+/// batched one, and both backends agree.
+#[test]
+fn matmuls_over_dynamic_dims() {
+    // Pool: 0 = x ([<=5, 3]), 1 = y, 2..5 = matmuls of 0, 6 = masked
+    // select of 1 ([<=9]), 7..10 = matmuls of 6.
+    let spec = Spec {
+        rows: 3,
+        cols: 3,
+        a: vec![1, -2, 3, 0, 4, -1, 2, 2, -3],
+        b: vec![0, 1, 0, 2, 0, -1, 3, 0, 1],
+        dynamic_input: Some(2),
+        steps: vec![
+            Step::MatMul(0, 0),
+            Step::MatMul(0, 1),
+            Step::MatMul(0, 2),
+            Step::MatMul(0, 3),
+            Step::MaskedSelect(1, 0),
+            Step::MatMul(6, 0),
+            Step::MatMul(6, 1),
+            Step::MatMul(6, 2),
+            Step::MatMul(6, 3),
+        ],
+    };
+    let ir = ops_in(&spec);
+    assert_eq!(ir.matches("= dot_general[batch=0 ").count(), 8, "{ir}");
+    assert!(!ir.contains("= dot_general[batch=1"), "{ir}");
     check_fixed(spec);
 }
 

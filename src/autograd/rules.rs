@@ -162,11 +162,16 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::SelectAndScatter { .. } => panic!(
             "select_and_scatter: the gradient with respect to its source (a second derivative of max pooling) is not implemented"
         ),
-        Op::MatMul => {
+        Op::Dot(dot) => {
+            // Each gradient is one dot summing over what the forward dot
+            // kept free (see `Dot::grads`): a batch times a matrix gets its
+            // matrix gradient from one contraction over all leading dims,
+            // never a batched product reduced afterwards.
             let (a, b) = (&x[0], &x[1]);
+            let [(dl, pl), (dr, pr)] = dot.grads(a.rank(), b.rank());
             vec![
-                Some(g.matmul(&b.transpose(-1, -2))),
-                Some(a.transpose(-1, -2).matmul(g)),
+                Some(g.dot_general(b, dl).permute(&pl)),
+                Some(a.dot_general(g, dr).permute(&pr)),
             ]
         }
         Op::Convolution(c) => {

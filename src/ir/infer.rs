@@ -432,46 +432,9 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             arity(2)?;
             super::window::infer_select_and_scatter(name, window, &inputs[0], &inputs[1])
         }
-        Op::MatMul => {
+        Op::Dot(dot) => {
             arity(2)?;
-            let (a, b) = (&inputs[0], &inputs[1]);
-            same_dtype("matmul", a, b)?;
-            let r = a.shape.len();
-            if r < 2 || b.shape.len() != r {
-                return Err(Error::internal(
-                    "matmul",
-                    format!("ranks {} and {}", a.shape.len(), b.shape.len()),
-                ));
-            }
-            if a.dtype == DType::Bool {
-                return Err(Error::dtype(
-                    "matmul",
-                    "bool operands are not supported; convert with to_dtype first",
-                ));
-            }
-            for d in 0..r - 2 {
-                if a.shape[d] != b.shape[d] {
-                    return Err(size_mismatch(
-                        "matmul",
-                        &a.shape[d],
-                        &b.shape[d],
-                        &a.shape,
-                        &b.shape,
-                    ));
-                }
-            }
-            if a.shape[r - 1] != b.shape[r - 2] {
-                return Err(size_mismatch(
-                    "matmul",
-                    &a.shape[r - 1],
-                    &b.shape[r - 2],
-                    &a.shape,
-                    &b.shape,
-                ));
-            }
-            let mut out: Shape = a.shape[..r - 1].iter().cloned().collect();
-            out.push(b.shape[r - 1].clone());
-            Ok((a.dtype, out))
+            dot.infer(&inputs[0], &inputs[1])
         }
         Op::Convolution(conv) => {
             arity(2)?;
@@ -724,7 +687,7 @@ fn index_dtype(op: &'static str, idx: &Node) -> Result<()> {
     }
 }
 
-fn same_dtype(op: &'static str, a: &Node, b: &Node) -> Result<()> {
+pub(crate) fn same_dtype(op: &'static str, a: &Node, b: &Node) -> Result<()> {
     if a.dtype == b.dtype {
         Ok(())
     } else {

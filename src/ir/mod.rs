@@ -2,6 +2,7 @@
 
 pub(crate) mod check;
 pub mod conv;
+pub mod dot;
 pub(crate) mod infer;
 pub(crate) mod leaf;
 pub(crate) mod node;
@@ -13,6 +14,7 @@ pub(crate) mod size_source;
 pub(crate) mod window;
 
 pub use conv::Conv;
+pub use dot::Dot;
 pub use node::{live_node_count, Node};
 pub use op::{
     ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind,

@@ -9,6 +9,7 @@
 
 use super::check::SizeCheck;
 use super::conv::Conv;
+use super::dot::Dot;
 use super::leaf::LeafData;
 pub use super::window::{Window, WindowKind};
 use crate::dtype::DType;
@@ -284,8 +285,11 @@ pub enum Op {
     },
 
     // ----- linear algebra -----
-    /// Operands `[.., m, k]` and `[.., k, n]` with equal batch dims.
-    MatMul,
+    /// Operands `lhs` and `rhs` of one numeric dtype: StableHLO's
+    /// `dot_general` with leading batch dims (see `ir::dot`). Serves
+    /// `torch.matmul` of two batches (equal batch dims) and of a batch and
+    /// a plain matrix (no broadcast of the matrix), and their gradients.
+    Dot(Dot),
     /// Operands input `[N, C, spatial..]` and weight `[O, C / groups,
     /// kernel..]` (float, one dtype): StableHLO's `convolution` in
     /// PyTorch's layout, result `[N / batch_groups, O, out..]` (see
@@ -382,7 +386,7 @@ impl Op {
             | Op::ArgReduce { .. }
             | Op::ReduceWindow { .. }
             | Op::SelectAndScatter { .. }
-            | Op::MatMul
+            | Op::Dot(_)
             | Op::Convolution(_)
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
@@ -424,7 +428,7 @@ impl Op {
             | Op::ArgReduce { .. }
             | Op::ReduceWindow { .. }
             | Op::SelectAndScatter { .. }
-            | Op::MatMul
+            | Op::Dot(_)
             | Op::Convolution(_)
             | Op::IndexSelect { .. }
             | Op::Gather { .. }
@@ -518,7 +522,7 @@ impl Op {
                 ArgKind::Max => "select_and_scatter_max",
                 ArgKind::Min => "select_and_scatter_min",
             },
-            Op::MatMul => "matmul",
+            Op::Dot(_) => "dot_general",
             Op::Convolution(_) => "convolution",
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",

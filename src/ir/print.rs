@@ -99,7 +99,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Reduce { dims, .. } => format!("dims={dims:?}"),
         Op::ArgReduce { dim, .. } => format!("dim={dim}"),
         Op::ReduceWindow { window, .. } | Op::SelectAndScatter { window, .. } => window.describe(),
-        Op::MatMul => String::new(),
+        Op::Dot(dot) => dot.describe(),
         Op::Convolution(conv) => conv.describe(),
         Op::IndexSelect { dim }
         | Op::Gather { dim }

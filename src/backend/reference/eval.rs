@@ -204,11 +204,19 @@ pub(super) fn run(
                 Op::SelectAndScatter { kind, window } => {
                     super::window::select_and_scatter(*kind, ins[0], ins[1], window)?
                 }
-                Op::MatMul => match (ins[0], ins[1]) {
-                    (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::matmul(a, b)),
-                    (HostArray::F64(a), HostArray::F64(b)) => HostArray::F64(kernels::matmul(a, b)),
-                    (HostArray::I32(a), HostArray::I32(b)) => HostArray::I32(kernels::matmul(a, b)),
-                    (HostArray::I64(a), HostArray::I64(b)) => HostArray::I64(kernels::matmul(a, b)),
+                Op::Dot(d) => match (ins[0], ins[1]) {
+                    (HostArray::F32(a), HostArray::F32(b)) => {
+                        HostArray::F32(kernels::dot_general(a, b, d))
+                    }
+                    (HostArray::F64(a), HostArray::F64(b)) => {
+                        HostArray::F64(kernels::dot_general(a, b, d))
+                    }
+                    (HostArray::I32(a), HostArray::I32(b)) => {
+                        HostArray::I32(kernels::dot_general(a, b, d))
+                    }
+                    (HostArray::I64(a), HostArray::I64(b)) => {
+                        HostArray::I64(kernels::dot_general(a, b, d))
+                    }
                     _ => return Err(err("matmul", "unsupported dtypes")),
                 },
                 Op::Convolution(c) => match (ins[0], ins[1]) {

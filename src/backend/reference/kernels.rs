@@ -260,15 +260,28 @@ pub(crate) fn first_along(a: &ArrayD<i64>, dim: usize, k: usize) -> ArrayD<i64> 
     out
 }
 
-/// Batched matrix product of `[.., m, k]` and `[.., k, n]`.
-pub(crate) fn matmul<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>) -> ArrayD<T> {
-    let r = a.ndim();
-    let (m, k, n) = (a.shape()[r - 2], a.shape()[r - 1], b.shape()[r - 1]);
-    let batch: usize = a.shape()[..r - 2].iter().product();
-    let a3 = a.as_standard_layout();
-    let b3 = b.as_standard_layout();
-    let av = a3.as_slice().expect("standard layout");
-    let bv = b3.as_slice().expect("standard layout");
+/// `dot_general` with `dot`'s dims: both operands are laid out as
+/// `[batch, free, contracted]` and `[batch, contracted, free]` (contracted
+/// dims in pair order), flattened to `[B, m, k]` and `[B, k, n]`, and
+/// multiplied; the result `[B, m, n]` has the shape `[batch.., lhs
+/// free.., rhs free..]`.
+pub(crate) fn dot_general<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>, dot: &crate::ir::Dot) -> ArrayD<T> {
+    let nb = dot.batch;
+    let (lf, rf) = (dot.lhs_free(a.ndim()), dot.rhs_free(b.ndim()));
+    let pa: Vec<usize> = (0..nb)
+        .chain(lf.iter().copied())
+        .chain(dot.lhs_contract.iter().copied())
+        .collect();
+    let pb: Vec<usize> = (0..nb)
+        .chain(dot.rhs_contract.iter().copied())
+        .chain(rf.iter().copied())
+        .collect();
+    let size =
+        |x: &ArrayD<T>, dims: &[usize]| dims.iter().map(|&d| x.shape()[d]).product::<usize>();
+    let batch = size(a, &(0..nb).collect::<Vec<_>>());
+    let (m, k, n) = (size(a, &lf), size(a, &dot.lhs_contract), size(b, &rf));
+    let av: Vec<T> = a.view().permuted_axes(IxDyn(&pa)).iter().copied().collect();
+    let bv: Vec<T> = b.view().permuted_axes(IxDyn(&pb)).iter().copied().collect();
     let mut out = vec![T::default(); batch * m * n];
     for bi in 0..batch {
         let (ao, bo, oo) = (bi * m * k, bi * k * n, bi * m * n);
@@ -283,8 +296,9 @@ pub(crate) fn matmul<T: Num>(a: &ArrayD<T>, b: &ArrayD<T>) -> ArrayD<T> {
             }
         }
     }
-    let mut shape = a.shape()[..r - 1].to_vec();
-    shape.push(n);
+    let mut shape = a.shape()[..nb].to_vec();
+    shape.extend(lf.iter().map(|&d| a.shape()[d]));
+    shape.extend(rf.iter().map(|&d| b.shape()[d]));
     ArrayD::from_shape_vec(IxDyn(&shape), out).expect("shape matches")
 }
 

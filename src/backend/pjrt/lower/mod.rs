@@ -304,7 +304,7 @@ impl Ctx<'_> {
             Op::SelectAndScatter { kind, window } => {
                 self.select_and_scatter(*kind, &ins[0], &ins[1], window, &ty)
             }
-            Op::MatMul => self.matmul(&ins[0], &ins[1], &ty),
+            Op::Dot(dot) => self.dot(&ins[0], &ins[1], dot, &ty),
             Op::Convolution(c) => self.convolution(&ins[0], &ins[1], c, &ty),
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),

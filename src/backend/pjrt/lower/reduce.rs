@@ -4,7 +4,7 @@
 use super::emit::{list, Builder, Elt, Ty, V};
 use super::Ctx;
 use crate::ir::CmpOp;
-use crate::ir::{ArgKind, ReduceKind};
+use crate::ir::{ArgKind, Dot, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
 /// operands, since XLA may apply it in either order).
@@ -112,25 +112,65 @@ impl Ctx<'_> {
         self.redyn(res[1].clone(), ty, &kept)
     }
 
-    /// `[.., m, k] x [.., k, n]`; padding of a dynamic `k` is zeroed.
-    pub(super) fn matmul(&mut self, a: &V, b: &V, ty: &Ty) -> V {
-        let r = a.ty.rank();
+    /// `dot_general` with `dot`'s dims (batch dims leading in both
+    /// operands and the result). The padding of every dynamic contracted
+    /// dim is zeroed in both operands: zero in one alone would not do, as
+    /// the other's unspecified padding may hold infinities or NaNs, and
+    /// `0 * inf` is NaN. Padding along free and batch dims only reaches the
+    /// result's padding, so it is left as it is.
+    pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty) -> V {
         let sa = self.sizes_of(a);
         let sb = self.sizes_of(b);
-        let az = self.padded(a, Some(0.0));
-        let bz = self.padded(b, Some(0.0));
-        let batch: Vec<i64> = (0..r as i64 - 2).collect();
+        let az = self.zero_padding_along(a, &sa, &dot.lhs_contract);
+        let bz = self.zero_padding_along(b, &sb, &dot.rhs_contract);
+        let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
+        let batch: Vec<i64> = (0..dot.batch as i64).collect();
         let mut dn = Vec::new();
         if !batch.is_empty() {
             dn.push(format!("lhs_batching_dimensions = {}", list(&batch)));
             dn.push(format!("rhs_batching_dimensions = {}", list(&batch)));
         }
-        dn.push(format!("lhs_contracting_dimensions = [{}]", r - 1));
-        dn.push(format!("rhs_contracting_dimensions = [{}]", r - 2));
+        if !dot.lhs_contract.is_empty() {
+            dn.push(format!(
+                "lhs_contracting_dimensions = {}",
+                list(&to_i64(&dot.lhs_contract))
+            ));
+            dn.push(format!(
+                "rhs_contracting_dimensions = {}",
+                list(&to_i64(&dot.rhs_contract))
+            ));
+        }
         let attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
         let out = self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound());
-        let mut sizes: Vec<Option<V>> = sa[..r - 1].to_vec();
-        sizes.push(sb[r - 1].clone());
+        // The result's dims in order: batch and lhs free dims (sizes from
+        // the lhs), then rhs free dims (from the rhs).
+        let mut sizes: Vec<Option<V>> = sa[..dot.batch].to_vec();
+        sizes.extend(dot.lhs_free(a.ty.rank()).into_iter().map(|d| sa[d].clone()));
+        sizes.extend(dot.rhs_free(b.ty.rank()).into_iter().map(|d| sb[d].clone()));
         self.redyn(out, ty, &sizes)
+    }
+
+    /// `x` (with run-time sizes `sizes`) as a static tensor of its bound
+    /// shape whose padding along `dims` is zero; padding elsewhere is left
+    /// unspecified.
+    fn zero_padding_along(&mut self, x: &V, sizes: &[Option<V>], dims: &[usize]) -> V {
+        let along: Vec<Option<V>> = (0..sizes.len())
+            .map(|d| {
+                if dims.contains(&d) {
+                    sizes[d].clone()
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mask = self.mask_from_sizes(&x.ty, &along);
+        let s = self.padded(x, None);
+        match mask {
+            Some(mask) => {
+                let zero = self.b.splat(0.0, &s.ty);
+                self.b.select(&mask, &s, &zero)
+            }
+            None => s,
+        }
     }
 }
