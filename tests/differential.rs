@@ -35,7 +35,7 @@ mod common;
 mod model_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
-use model_steps::{pointwise, rearranged, stats, upsampled};
+use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 
 /// One step of a random program; operands are picked from the pool of
@@ -322,25 +322,7 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 .conv2d(&w, None, (1, stride), (0, pad), (1, 1), 1)
                 .sum_dims(&[1, 2], false)
         }
-        Step::MatMul(a, k) => {
-            // `x` ([r, c], a vector as a column) against its transpose:
-            // `x . x^T` (r free: dynamic free dims), `x^T . x` (r
-            // contracted), a batch of two times `x` (`[2, c, r] . [r, c]`,
-            // the matrix not broadcast) or `x^T` times a batch (`[c, r] .
-            // [2, r, c]`), the batch summed away; a dynamic r is then
-            // contracted. Panics on a scalar, which falls back to a unary
-            // step.
-            let x = float(&pick(a));
-            let x = if x.rank() == 1 { x.unsqueeze(1) } else { x };
-            let xt = x.transpose(0, 1);
-            let batch = |t: &Tensor| Tensor::cat(&[&t.unsqueeze(0), &(t * 0.5).unsqueeze(0)], 0);
-            match k {
-                0 => x.matmul(&xt),
-                1 => xt.matmul(&x),
-                2 => batch(&xt).matmul(&x).sum_dims(&[0], false),
-                _ => xt.matmul(&batch(&x)).sum_dims(&[0], false),
-            }
-        }
+        Step::MatMul(a, k) => matmuls(&float(&pick(a)), *k),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
             let x = pick(a);

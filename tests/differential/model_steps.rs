@@ -108,3 +108,25 @@ pub fn upsampled(x: &Tensor, k: u8) -> Tensor {
         y.squeeze(0).squeeze(0)
     }
 }
+
+/// `x` ([r, c], a vector as a column) against its transpose: `x . x^T`
+/// (r free: dynamic free dims), `x^T . x` (r contracted), a batch of two
+/// times `x` (`[2, c, r] . [r, c]`, the matrix not broadcast) or `x^T`
+/// times a batch (`[c, r] . [2, r, c]`), the batch summed away; a dynamic
+/// r is then contracted. Panics on a scalar, which falls back to a unary
+/// step.
+pub fn matmuls(x: &Tensor, k: u8) -> Tensor {
+    let x = if x.rank() == 1 {
+        x.unsqueeze(1)
+    } else {
+        x.clone()
+    };
+    let xt = x.transpose(0, 1);
+    let batch = |t: &Tensor| Tensor::cat(&[&t.unsqueeze(0), &(t * 0.5).unsqueeze(0)], 0);
+    match k {
+        0 => x.matmul(&xt),
+        1 => xt.matmul(&x),
+        2 => batch(&xt).matmul(&x).sum_dims(&[0], false),
+        _ => xt.matmul(&batch(&x)).sum_dims(&[0], false),
+    }
+}
