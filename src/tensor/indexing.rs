@@ -113,7 +113,10 @@ impl Tensor {
         } else {
             self.to_dtype(crate::DType::F32)
         };
-        let e = (&x - &x.max_keepdim_unchecked(d)).exp();
+        // The shift cancels in the result, so no gradient goes through it
+        // (as PyTorch's and JAX's): the max's backward would be a
+        // compare, a count and a scatter over the whole input for zero.
+        let e = (&x - &x.max_keepdim_unchecked(d).detach()).exp();
         &e / &e.sum_dims(&[d], true)
     }
 
@@ -125,7 +128,8 @@ impl Tensor {
         } else {
             self.to_dtype(crate::DType::F32)
         };
-        let shifted = &x - &x.max_keepdim_unchecked(d);
+        // The shift cancels (see `softmax`): no gradient through it.
+        let shifted = &x - &x.max_keepdim_unchecked(d).detach();
         let lse = shifted.exp().sum_dims(&[d], true).log();
         &shifted - &lse
     }

@@ -58,7 +58,8 @@ impl Ctx<'_> {
             ReduceKind::Prod => e.literal(1.0),
         };
         let sizes = self.sizes_of(x);
-        let xs = self.padded_lit(x, Some(&identity));
+        // Only the reduced dims' padding reaches a real result.
+        let xs = self.padded_along(x, &sizes, &identity, dims);
         let init = self.b.splat_lit(&identity, &Ty::scalar(e));
         let out = self.b.reduce(&xs, &init, dims, |b, p, q| match kind {
             ReduceKind::Sum => b.bin("add", p, q),
@@ -94,7 +95,7 @@ impl Ctx<'_> {
         }
         // Padding never wins: it holds the worst value at indices above
         // every real one, so it loses even a tie.
-        let xs = self.padded_lit(x, Some(&worst));
+        let xs = self.padded_along(x, &sizes, &worst, &[dim]);
         let idx = self.b.iota(&xs.ty.with_elt(Elt::I64), dim);
         let init_v = self.b.splat_lit(&worst, &Ty::scalar(e));
         let init_i = self.b.scalar(0.0, Elt::I64);
@@ -154,6 +155,23 @@ impl Ctx<'_> {
     /// shape whose padding along `dims` is zero; padding elsewhere is left
     /// unspecified.
     fn zero_padding_along(&mut self, x: &V, sizes: &[Option<V>], dims: &[usize]) -> V {
+        let zero = x.ty.elt.literal(0.0);
+        self.padded_along(x, sizes, &zero, dims)
+    }
+
+    /// `x` (with run-time sizes `sizes`) as a static tensor of its bound
+    /// shape whose padding along `dims` holds `fill` (an MLIR literal);
+    /// padding along other dims is left unspecified: an op that combines
+    /// elements only along `dims` (a reduction, a contraction) carries it
+    /// into the padding of its result alone, so filling it would be work
+    /// for nothing (a select over the whole tensor).
+    pub(super) fn padded_along(
+        &mut self,
+        x: &V,
+        sizes: &[Option<V>],
+        fill: &str,
+        dims: &[usize],
+    ) -> V {
         let along: Vec<Option<V>> = (0..sizes.len())
             .map(|d| {
                 if dims.contains(&d) {
@@ -167,8 +185,8 @@ impl Ctx<'_> {
         let s = self.padded(x, None);
         match mask {
             Some(mask) => {
-                let zero = self.b.splat(0.0, &s.ty);
-                self.b.select(&mask, &s, &zero)
+                let f = self.b.splat_lit(fill, &s.ty);
+                self.b.select(&mask, &s, &f)
             }
             None => s,
         }
