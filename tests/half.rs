@@ -239,3 +239,64 @@ backend_test! {
         );
     }
 }
+
+backend_test! {
+    fn optimizers_update_half_parameters() {
+        for dtype in [DType::BF16, DType::F16] {
+            let w = Tensor::from_vec(vec![1.0f32, -2.0], &[2])
+                .unwrap()
+                .to_dtype(dtype)
+                .detach()
+                .requires_grad(true);
+            let u = w.detach().requires_grad(true);
+            let mut sgd = Sgd::new(vec![w.clone()], 0.25).momentum(0.5);
+            let mut adam = lazyxla::optim::Adam::new(vec![u.clone()], 0.5);
+            for _ in 0..2 {
+                sgd.zero_grad();
+                adam.zero_grad();
+                (&w * &w).sum().backward();
+                (&u * &u).sum().backward();
+                sgd.step();
+                adam.step();
+                mark_step().unwrap();
+            }
+            assert_eq!(w.dtype(), dtype);
+            assert_eq!(u.dtype(), dtype);
+            // SGD with momentum: w1 = w0 - 0.25 * 2 w0 = 0.5 w0; then
+            // v = 0.5 * 2 w0 + 2 w1 = 2 w0, w2 = w1 - 0.5 w0 = 0.
+            assert_eq!(read_f32(&w), vec![0.0, 0.0]);
+            // Adam moves each weight by about lr a step, toward zero.
+            let got = read_f32(&u);
+            assert!((got[0] - 0.0).abs() < 0.05 && (got[1] + 1.0).abs() < 0.05, "{got:?}");
+        }
+    }
+}
+
+backend_test! {
+    fn dynamic_half_tensors() {
+        let host: Vec<f32> = (0..12).map(|i| i as f32 * 0.5).collect();
+        let x = Tensor::from_vec(host.clone(), &[4, 3])
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .mark_dynamic(0, 8);
+        assert!(x.is_dynamic());
+        let s = x.sum_dims(&[0], false);
+        assert_eq!(read_f32(&s), vec![9.0, 11.0, 13.0]);
+        let w = Tensor::ones(&[3, 2], DType::BF16);
+        let y = x.matmul(&w);
+        assert_eq!(y.dtype(), DType::BF16);
+        assert_eq!(read_f32(&y), vec![1.5, 1.5, 6.0, 6.0, 10.5, 10.5, 15.0, 15.0]);
+    }
+}
+
+#[test]
+fn half_tensors_print() {
+    let b = Tensor::from_vec(bf(&[1.5, -2.0]), &[2]).unwrap();
+    let s = b.to_string();
+    assert!(
+        s.contains("1.5000") && s.contains("-2.0000") && s.contains("bf16"),
+        "{s}"
+    );
+    let h = Tensor::from_vec(hf(&[1.0, 2.0]), &[2]).unwrap();
+    assert!(h.to_string().contains("f16"), "{}", h);
+}
