@@ -300,3 +300,34 @@ fn half_tensors_print() {
     let h = Tensor::from_vec(hf(&[1.0, 2.0]), &[2]).unwrap();
     assert!(h.to_string().contains("f16"), "{}", h);
 }
+
+#[test]
+fn xla_accumulates_half_products_in_f32() {
+    let a = Tensor::ones(&[4, 8], DType::BF16);
+    let b = Tensor::ones(&[8, 2], DType::BF16);
+    let x = Tensor::ones(&[1, 2, 5, 5], DType::F16);
+    let w = Tensor::ones(&[3, 2, 3, 3], DType::F16);
+    let y = a.matmul(&b);
+    let z = x.conv2d(&w, None, (1, 1), (0, 0), (1, 1), 1);
+    let s = a.sum();
+    let text = lazyxla::debug::stablehlo_text(&[&y, &z, &s]).unwrap();
+    let line = |op: &str| {
+        text.lines()
+            .find(|l| l.contains(op))
+            .unwrap_or_else(|| panic!("no {op} in\n{text}"))
+            .to_string()
+    };
+    for op in ["dot_general", "convolution"] {
+        let l = line(op);
+        assert!(l.contains("f32") && !l.contains("f16"), "{l}");
+    }
+    // The sum's reduction runs over the f32 widening of the operand.
+    assert!(
+        text.contains("(tensor<4x8xf32>, tensor<f32>) -> tensor<f32>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tensor<4x2xbf16>") && text.contains("xf16>"),
+        "{text}"
+    );
+}
