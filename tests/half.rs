@@ -331,3 +331,50 @@ fn xla_accumulates_half_products_in_f32() {
         "{text}"
     );
 }
+
+backend_test! {
+    fn ops_on_halves_match_f32_within_a_rounding() {
+        let mut rng = common::Lcg(19);
+        let v: Vec<f32> = rng.floats(2 * 4 * 4).iter().map(|x| 4.0 * x - 2.0).collect();
+        for (dtype, tol) in [(DType::BF16, BF16_TOL), (DType::F16, F16_TOL)] {
+            let h = Tensor::from_vec(v.clone(), &[2, 1, 4, 4]).unwrap().to_dtype(dtype);
+            // The same values in f32: the half's exact widening.
+            let f = h.to_dtype(DType::F32);
+            let idx = Tensor::from_vec(vec![3i64, 0, 2], &[3]).unwrap();
+            type Case = (&'static str, fn(&Tensor, &Tensor) -> Tensor, f32);
+            let cases: [Case; 12] = [
+                ("softmax", |x, _| x.softmax(-1), 2.0),
+                ("log_softmax", |x, _| x.log_softmax(-1), 4.0),
+                ("cumsum", |x, _| x.cumsum(-1), 4.0),
+                ("mean_dims", |x, _| x.mean_dims(&[2, 3], false), 2.0),
+                ("var", |x, _| x.var(-1, false), 4.0),
+                ("max_pool2d", |x, _| x.max_pool2d((2, 2), (2, 2), (0, 0)), 0.0),
+                ("avg_pool2d", |x, _| x.avg_pool2d((2, 2), (1, 1), (0, 0)), 2.0),
+                ("sort", |x, _| x.sort(-1, true).0, 0.0),
+                ("topk", |x, _| x.topk(2, -1, true).0, 0.0),
+                ("index_select", |x, i| x.index_select(-1, i), 0.0),
+                ("masked_fill", |x, _| x.masked_fill(&x.gt_scalar(0.5), -1.0), 0.0),
+                ("gelu", |x, _| x.gelu(), 2.0),
+            ];
+            for (name, op, k) in cases {
+                let got = op(&h, &idx);
+                assert_eq!(got.dtype(), dtype, "{name}");
+                let want = op(&f, &idx).to_vec::<f32>().unwrap();
+                let got = read_f32(&got);
+                let ok = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| (g - w).abs() <= k.max(1.0) * tol * (1.0 + w.abs()));
+                assert!(ok, "{name} {dtype}: {got:?} vs {want:?}");
+            }
+            assert_eq!(
+                h.argmax(-1).to_vec::<i64>().unwrap(),
+                f.argmax(-1).to_vec::<i64>().unwrap()
+            );
+            assert_eq!(
+                h.argsort(-1, false).to_vec::<i64>().unwrap(),
+                f.argsort(-1, false).to_vec::<i64>().unwrap()
+            );
+        }
+    }
+}
