@@ -8,6 +8,13 @@ use std::fmt;
 /// use lazyxla::DType;
 /// assert!(DType::F32.is_float());
 /// assert_eq!(DType::I64.to_string(), "i64");
+///
+/// // Halves: `half::f16` and `half::bf16` (re-exported as `lazyxla::half`).
+/// use lazyxla::half::bf16;
+/// let t = lazyxla::Tensor::from_vec(vec![bf16::from_f32(1.5)], &[1]).unwrap();
+/// assert_eq!(t.dtype(), DType::BF16);
+/// assert_eq!((&t * 2.0).to_vec::<bf16>().unwrap(), vec![bf16::from_f32(3.0)]);
+/// assert_eq!((&t + &t.to_dtype(DType::F16)).dtype(), DType::F32);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
