@@ -8,6 +8,13 @@ use std::fmt;
 /// use lazyxla::DType;
 /// assert!(DType::F32.is_float());
 /// assert_eq!(DType::I64.to_string(), "i64");
+///
+/// // Halves: `half::f16` and `half::bf16` (re-exported as `lazyxla::half`).
+/// use lazyxla::half::bf16;
+/// let t = lazyxla::Tensor::from_vec(vec![bf16::from_f32(1.5)], &[1]).unwrap();
+/// assert_eq!(t.dtype(), DType::BF16);
+/// assert_eq!((&t * 2.0).to_vec::<bf16>().unwrap(), vec![bf16::from_f32(3.0)]);
+/// assert_eq!((&t + &t.to_dtype(DType::F16)).dtype(), DType::F32);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
@@ -17,6 +24,11 @@ pub enum DType {
     I32,
     /// 64-bit signed integers.
     I64,
+    /// 16-bit IEEE half floats (`half::f16`).
+    F16,
+    /// 16-bit brain floats (`half::bf16`): f32's exponent range, 8 bits of
+    /// mantissa.
+    BF16,
     /// 32-bit floats.
     F32,
     /// 64-bit floats.
@@ -32,9 +44,14 @@ pub(crate) enum Category {
 }
 
 impl DType {
-    /// True for `F32` and `F64`.
+    /// True for `F16`, `BF16`, `F32` and `F64`.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// True for the 16-bit floats `F16` and `BF16`.
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
     }
 
     /// True for `I32` and `I64`.
@@ -46,6 +63,7 @@ impl DType {
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
             DType::I64 | DType::F64 => 8,
         }
@@ -57,6 +75,8 @@ impl DType {
             DType::Bool => "bool",
             DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
         }
@@ -66,7 +86,7 @@ impl DType {
         match self {
             DType::Bool => Category::Bool,
             DType::I32 | DType::I64 => Category::Int,
-            DType::F32 | DType::F64 => Category::Float,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => Category::Float,
         }
     }
 }
@@ -112,7 +132,7 @@ pub(crate) fn result_type(operands: &[(DType, Priority)]) -> DType {
         .iter()
         .filter(|(d, p)| d.category() == category && *p == tier)
         .map(|(d, _)| *d)
-        .max()
+        .reduce(join)
         .unwrap_or(DType::F32);
     if tier == Priority::Scalar {
         // A Rust number alone decides only the category: its dtype is the
@@ -124,6 +144,16 @@ pub(crate) fn result_type(operands: &[(DType, Priority)]) -> DType {
         };
     }
     widest
+}
+
+/// The smaller dtype of one category that holds both: the wider one, except
+/// that neither of `f16` and `bf16` holds the other, so they meet at `f32`
+/// (as `torch.promote_types(torch.float16, torch.bfloat16)`).
+fn join(a: DType, b: DType) -> DType {
+    match (a, b) {
+        (DType::F16, DType::BF16) | (DType::BF16, DType::F16) => DType::F32,
+        _ => a.max(b),
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +201,28 @@ mod tests {
         assert_eq!(
             result_type(&[(DType::I32, Dimensioned), (DType::F64, ZeroDim)]),
             DType::F64
+        );
+        // Halves: bf16 + f32 is f32, f16 + bf16 meet at f32, a float
+        // scalar or zero-dim f32 leaves a half tensor half.
+        assert_eq!(
+            result_type(&[(DType::BF16, Dimensioned), (DType::F32, Dimensioned)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::F16, Dimensioned), (DType::BF16, Dimensioned)]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(DType::BF16, Dimensioned), (DType::F64, Scalar)]),
+            DType::BF16
+        );
+        assert_eq!(
+            result_type(&[(DType::F16, Dimensioned), (DType::F32, ZeroDim)]),
+            DType::F16
+        );
+        assert_eq!(
+            result_type(&[(DType::I64, Dimensioned), (DType::BF16, ZeroDim)]),
+            DType::BF16
         );
     }
 }

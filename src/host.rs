@@ -16,6 +16,10 @@ pub enum HostArray {
     I32(ArrayD<i32>),
     /// 64-bit integers.
     I64(ArrayD<i64>),
+    /// 16-bit IEEE half floats.
+    F16(ArrayD<half::f16>),
+    /// 16-bit brain floats.
+    BF16(ArrayD<half::bf16>),
     /// 32-bit floats.
     F32(ArrayD<f32>),
     /// 64-bit floats.
@@ -31,6 +35,8 @@ macro_rules! with_host_array {
             $crate::host::HostArray::Bool($a) => $body,
             $crate::host::HostArray::I32($a) => $body,
             $crate::host::HostArray::I64($a) => $body,
+            $crate::host::HostArray::F16($a) => $body,
+            $crate::host::HostArray::BF16($a) => $body,
             $crate::host::HostArray::F32($a) => $body,
             $crate::host::HostArray::F64($a) => $body,
         }
@@ -46,6 +52,8 @@ macro_rules! map_host_array {
             $crate::host::HostArray::Bool($a) => $crate::host::HostArray::Bool($body),
             $crate::host::HostArray::I32($a) => $crate::host::HostArray::I32($body),
             $crate::host::HostArray::I64($a) => $crate::host::HostArray::I64($body),
+            $crate::host::HostArray::F16($a) => $crate::host::HostArray::F16($body),
+            $crate::host::HostArray::BF16($a) => $crate::host::HostArray::BF16($body),
             $crate::host::HostArray::F32($a) => $crate::host::HostArray::F32($body),
             $crate::host::HostArray::F64($a) => $crate::host::HostArray::F64($body),
         }
@@ -59,6 +67,8 @@ impl HostArray {
             HostArray::Bool(_) => DType::Bool,
             HostArray::I32(_) => DType::I32,
             HostArray::I64(_) => DType::I64,
+            HostArray::F16(_) => DType::F16,
+            HostArray::BF16(_) => DType::BF16,
             HostArray::F32(_) => DType::F32,
             HostArray::F64(_) => DType::F64,
         }
@@ -76,6 +86,8 @@ impl HostArray {
             DType::Bool => HostArray::Bool(ArrayD::from_elem(sh, value != 0.0)),
             DType::I32 => HostArray::I32(ArrayD::from_elem(sh, value as i32)),
             DType::I64 => HostArray::I64(ArrayD::from_elem(sh, value as i64)),
+            DType::F16 => HostArray::F16(ArrayD::from_elem(sh, half::f16::from_f64(value))),
+            DType::BF16 => HostArray::BF16(ArrayD::from_elem(sh, half::bf16::from_f64(value))),
             DType::F32 => HostArray::F32(ArrayD::from_elem(sh, value as f32)),
             DType::F64 => HostArray::F64(ArrayD::from_elem(sh, value)),
         }
@@ -83,6 +95,8 @@ impl HostArray {
 
     /// Converts every element to `dtype` with Rust's `as` semantics
     /// (floats to integers truncate toward zero; nonzero to bool is `true`).
+    /// Halves convert through `f32` (exact) or `f64`, rounding to nearest
+    /// even when narrowing.
     pub fn cast(&self, dtype: DType) -> HostArray {
         fn conv<T: Copy, U>(a: &ArrayD<T>, f: impl Fn(T) -> U) -> ArrayD<U> {
             a.mapv(f)
@@ -93,6 +107,10 @@ impl HostArray {
                     DType::Bool => HostArray::Bool(conv($a, |x: $t| x as f64 != 0.0)),
                     DType::I32 => HostArray::I32(conv($a, |x: $t| x as i32)),
                     DType::I64 => HostArray::I64(conv($a, |x: $t| x as i64)),
+                    DType::F16 => HostArray::F16(conv($a, |x: $t| half::f16::from_f64(x as f64))),
+                    DType::BF16 => {
+                        HostArray::BF16(conv($a, |x: $t| half::bf16::from_f64(x as f64)))
+                    }
                     DType::F32 => HostArray::F32(conv($a, |x: $t| x as f32)),
                     DType::F64 => HostArray::F64(conv($a, |x: $t| x as f64)),
                 }
@@ -105,6 +123,16 @@ impl HostArray {
             }
             HostArray::I32(a) => to!(a, i32),
             HostArray::I64(a) => to!(a, i64),
+            // Every half is exactly an f32, so going through f32 loses
+            // nothing (and f32 -> f64 -> half rounds once).
+            HostArray::F16(a) => {
+                let f = conv(a, |x: half::f16| x.to_f32());
+                to!(&f, f32)
+            }
+            HostArray::BF16(a) => {
+                let f = conv(a, |x: half::bf16| x.to_f32());
+                to!(&f, f32)
+            }
             HostArray::F32(a) => to!(a, f32),
             HostArray::F64(a) => to!(a, f64),
         }
@@ -129,6 +157,8 @@ impl HostArray {
             (HostArray::Bool(o), HostArray::Bool(a)) => pad!(o, a),
             (HostArray::I32(o), HostArray::I32(a)) => pad!(o, a),
             (HostArray::I64(o), HostArray::I64(a)) => pad!(o, a),
+            (HostArray::F16(o), HostArray::F16(a)) => pad!(o, a),
+            (HostArray::BF16(o), HostArray::BF16(a)) => pad!(o, a),
             (HostArray::F32(o), HostArray::F32(a)) => pad!(o, a),
             (HostArray::F64(o), HostArray::F64(a)) => pad!(o, a),
             _ => unreachable!("full() made the same dtype"),
@@ -148,6 +178,8 @@ impl HostArray {
             HostArray::Bool(a) => a.iter().map(|&b| b as u8).collect(),
             HostArray::I32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             HostArray::I64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostArray::F16(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HostArray::BF16(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             HostArray::F32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             HostArray::F64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
@@ -159,7 +191,8 @@ impl HostArray {
     pub(crate) fn native_bytes(&self) -> Option<&[u8]> {
         fn view<T>(a: &ArrayD<T>) -> Option<&[u8]> {
             let s = a.as_slice()?;
-            // SAFETY: bool, i32, i64, f32 and f64 have no padding bytes and
+            // SAFETY: bool, i32, i64, f16, bf16, f32 and f64 (the halves are
+            // `repr(transparent)` over `u16`) have no padding bytes and
             // every byte of them is initialised; the view borrows `a`.
             Some(unsafe {
                 std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s))
@@ -182,7 +215,7 @@ impl HostArray {
             fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
         ) -> Result<ArrayD<T>, E> {
             let mut v = vec![T::default(); shape.iter().product()];
-            // SAFETY: i32, i64, f32 and f64 are valid for every bit pattern
+            // SAFETY: i32, i64, f16, bf16, f32 and f64 are valid for every bit pattern
             // and have no padding; the view is dropped before `v` moves.
             let bytes = unsafe {
                 std::slice::from_raw_parts_mut(
@@ -207,6 +240,8 @@ impl HostArray {
             }
             DType::I32 => HostArray::I32(typed(shape, fill)?),
             DType::I64 => HostArray::I64(typed(shape, fill)?),
+            DType::F16 => HostArray::F16(typed(shape, fill)?),
+            DType::BF16 => HostArray::BF16(typed(shape, fill)?),
             DType::F32 => HostArray::F32(typed(shape, fill)?),
             DType::F64 => HostArray::F64(typed(shape, fill)?),
         })
@@ -231,6 +266,8 @@ impl HostArray {
             ),
             DType::I32 => build!(i32, 4, I32),
             DType::I64 => build!(i64, 8, I64),
+            DType::F16 => build!(half::f16, 2, F16),
+            DType::BF16 => build!(half::bf16, 2, BF16),
             DType::F32 => build!(f32, 4, F32),
             DType::F64 => build!(f64, 8, F64),
         }
@@ -239,7 +276,8 @@ impl HostArray {
 
 /// A Rust type that can be the element of a tensor.
 ///
-/// Implemented for `f32`, `f64`, `i32`, `i64` and `bool`.
+/// Implemented for `f32`, `f64`, `half::f16`, `half::bf16`, `i32`, `i64`
+/// and `bool`.
 pub trait Element: Copy + Send + Sync + fmt::Debug + PartialEq + 'static + sealed::Sealed {
     /// The dtype this type maps to.
     const DTYPE: DType;
@@ -257,6 +295,8 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
     impl Sealed for bool {}
@@ -287,6 +327,18 @@ macro_rules! element {
 
 element!(f32, F32, |x: f32| x as f64, |v: f64| v as f32);
 element!(f64, F64, |x: f64| x, |v: f64| v);
+element!(
+    half::f16,
+    F16,
+    |x: half::f16| x.to_f64(),
+    half::f16::from_f64
+);
+element!(
+    half::bf16,
+    BF16,
+    |x: half::bf16| x.to_f64(),
+    half::bf16::from_f64
+);
 element!(i32, I32, |x: i32| x as f64, |v: f64| v as i32);
 element!(i64, I64, |x: i64| x as f64, |v: f64| v as i64);
 element!(bool, Bool, |x: bool| if x { 1.0 } else { 0.0 }, |v: f64| v

@@ -66,6 +66,9 @@ pub use capture::{capture, CapturedStep};
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
+/// The `half` crate, whose `f16` and `bf16` are the elements of
+/// [`DType::F16`] and [`DType::BF16`].
+pub use half;
 pub use host::Element;
 pub use tensor::no_grad;
 

@@ -50,7 +50,7 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> 
 }
 
 /// Reads every tensor of a safetensors file, in the file's order, onto
-/// the default device. Supported dtypes: BOOL, I32, I64, F32, F64.
+/// the default device. Supported dtypes: BOOL, I32, I64, F16, BF16, F32, F64.
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let op = "safetensors::load";
@@ -66,7 +66,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
             Error::dtype(
                 op,
                 format!(
-                    "{name:?} in {} is {:?}; lazyxla reads BOOL, I32, I64, F32 and F64",
+                    "{name:?} in {} is {:?}; lazyxla reads BOOL, I32, I64, F16, BF16, F32 and F64",
                     path.display(),
                     view.dtype()
                 ),
@@ -83,6 +83,8 @@ fn dtype_to_file(d: DType) -> Dtype {
         DType::Bool => Dtype::BOOL,
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
     }
@@ -93,6 +95,8 @@ fn dtype_from_file(d: Dtype) -> Option<DType> {
         Dtype::BOOL => DType::Bool,
         Dtype::I32 => DType::I32,
         Dtype::I64 => DType::I64,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
         Dtype::F32 => DType::F32,
         Dtype::F64 => DType::F64,
         _ => return None,

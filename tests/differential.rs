@@ -474,6 +474,18 @@ fn evaluate(spec: &Spec) -> Result<Vec<Evaluated>, String> {
                     .map(|&x| x as f64)
                     .collect(),
                 DType::F64 => t.to_vec::<f64>().unwrap(),
+                DType::F16 => t
+                    .to_vec::<half::f16>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_f64())
+                    .collect(),
+                DType::BF16 => t
+                    .to_vec::<half::bf16>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_f64())
+                    .collect(),
                 DType::I32 => t
                     .to_vec::<i32>()
                     .unwrap()

@@ -137,7 +137,9 @@ pub(crate) fn print_program(p: &Program) -> String {
     for n in &p.nodes {
         match &n.op {
             Op::Scalar { value, dtype } => name.push(match dtype {
-                DType::F32 | DType::F64 => format!("{}:{dtype}", lit(*value)),
+                DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                    format!("{}:{dtype}", lit(*value))
+                }
                 DType::Bool => format!("{}:{dtype}", value.0 != 0.0),
                 DType::I32 | DType::I64 => format!("{}:{dtype}", value.0 as i64),
             }),

@@ -325,6 +325,8 @@ impl RmsNorm {
 fn machine_epsilon(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => f64::EPSILON,
+        DType::F16 => half::f16::EPSILON.to_f64(),
+        DType::BF16 => half::bf16::EPSILON.to_f64(),
         DType::F32 | DType::I32 | DType::I64 | DType::Bool => f32::EPSILON as f64,
     }
 }

@@ -162,7 +162,9 @@ fn scalar_dtype(params: &[Tensor]) -> DType {
 fn scalar_on(v: f64, dtype: DType, device: &Device) -> Tensor {
     match dtype {
         DType::F64 => Tensor::from_vec_on(vec![v], &[], device),
-        _ => Tensor::from_vec_on(vec![v as f32], &[], device),
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 | DType::Bool => {
+            Tensor::from_vec_on(vec![v as f32], &[], device)
+        }
     }
     .expect("one element fits shape []")
 }
@@ -170,9 +172,15 @@ fn scalar_on(v: f64, dtype: DType, device: &Device) -> Tensor {
 fn zeros_like_data(p: &Tensor) -> Tensor {
     let shape = p.upper_bounds();
     let n: usize = shape.iter().product();
+    // State has the parameter's dtype, as PyTorch's (a half parameter
+    // keeps half moments).
     match p.dtype() {
         DType::F64 => Tensor::from_vec_on(vec![0.0f64; n], &shape, p.device()),
-        _ => Tensor::from_vec_on(vec![0.0f32; n], &shape, p.device()),
+        DType::F16 => Tensor::from_vec_on(vec![half::f16::ZERO; n], &shape, p.device()),
+        DType::BF16 => Tensor::from_vec_on(vec![half::bf16::ZERO; n], &shape, p.device()),
+        DType::F32 | DType::I32 | DType::I64 | DType::Bool => {
+            Tensor::from_vec_on(vec![0.0f32; n], &shape, p.device())
+        }
     }
     .expect("length matches")
 }

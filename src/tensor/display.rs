@@ -131,7 +131,7 @@ impl Format {
         match T::DTYPE {
             DType::Bool => return Format::Bool,
             DType::I32 | DType::I64 => return Format::Int,
-            DType::F32 | DType::F64 => {}
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {}
         }
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         if finite.iter().all(|v| v.fract() == 0.0) {

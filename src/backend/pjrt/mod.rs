@@ -85,6 +85,8 @@ fn element_type(d: DType) -> ElementType {
         DType::Bool => ElementType::Pred,
         DType::I32 => ElementType::S32,
         DType::I64 => ElementType::S64,
+        DType::F16 => ElementType::F16,
+        DType::BF16 => ElementType::BF16,
         DType::F32 => ElementType::F32,
         DType::F64 => ElementType::F64,
     }
@@ -95,6 +97,8 @@ fn dtype_of(e: ElementType) -> Option<DType> {
         ElementType::Pred => DType::Bool,
         ElementType::S32 => DType::I32,
         ElementType::S64 => DType::I64,
+        ElementType::F16 => DType::F16,
+        ElementType::BF16 => DType::BF16,
         ElementType::F32 => DType::F32,
         ElementType::F64 => DType::F64,
         _ => return None,

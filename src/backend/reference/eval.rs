@@ -38,6 +38,16 @@ pub(super) fn run(
     let mut params = params.into_iter();
     for (i, node) in program.nodes.iter().enumerate() {
         let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
+        // Halves compute in f32: their operands are widened (exactly) here
+        // and the result rounded back to the node's half dtype below, so
+        // every op rounds once, as a half kernel that accumulates in f32.
+        let widened: Vec<HostArray>;
+        let ins: Vec<&HostArray> = if ins.iter().any(|a| a.dtype().is_half()) {
+            widened = ins.iter().map(|a| widen(a)).collect();
+            widened.iter().collect()
+        } else {
+            ins
+        };
         let dims = |e: &[SizeExpr], values: &[HostArray]| -> Result<Vec<usize>> {
             e.iter()
                 .map(|x| {
@@ -196,6 +206,9 @@ pub(super) fn run(
                         HostArray::F32(a) => arg!(a),
                         HostArray::F64(a) => arg!(a),
                         HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
+                        HostArray::F16(_) | HostArray::BF16(_) => {
+                            return Err(half_kernel("argmax"))
+                        }
                     })
                 }
                 Op::ReduceWindow { kind, window } => {
@@ -275,6 +288,7 @@ pub(super) fn run(
                         HostArray::I64(a) => kernels::argsort(a, d, desc),
                         HostArray::F32(a) => kernels::argsort(a, d, desc),
                         HostArray::F64(a) => kernels::argsort(a, d, desc),
+                        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("sort")),
                     };
                     HostArray::I64(match first {
                         Some(k) => kernels::first_along(&perm, d, *k),
@@ -320,6 +334,7 @@ pub(super) fn run(
                     HostArray::I64(a) => kernels::nonzero(a, |x| x != 0),
                     HostArray::F32(a) => kernels::nonzero(a, |x| x != 0.0),
                     HostArray::F64(a) => kernels::nonzero(a, |x| x != 0.0),
+                    HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("nonzero")),
                 }),
                 Op::MaskedSelect => {
                     let HostArray::Bool(mask) = ins[1] else {
@@ -333,6 +348,7 @@ pub(super) fn run(
                     HostArray::F32(a) => HostArray::F32(kernels::unique(a)),
                     HostArray::F64(a) => HostArray::F64(kernels::unique(a)),
                     HostArray::Bool(_) => return Err(err("unique", "bool is not supported")),
+                    HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("unique")),
                 },
                 Op::UniqueCounts => HostArray::I64(match (ins[0], ins[1]) {
                     (HostArray::I32(a), HostArray::I32(u)) => kernels::unique_counts(a, u),
@@ -344,9 +360,31 @@ pub(super) fn run(
             })
         };
         let v = eval().map_err(|e| node_failed(program, i, e))?;
+        let v = if node.dtype.is_half() && v.dtype() == DType::F32 {
+            v.cast(node.dtype)
+        } else {
+            v
+        };
         values.push(v);
     }
     Ok(values)
+}
+
+/// A half array as f32 (exact); any other array as it is.
+fn widen(a: &HostArray) -> HostArray {
+    if a.dtype().is_half() {
+        a.cast(DType::F32)
+    } else {
+        a.clone()
+    }
+}
+
+/// The error of a kernel handed a half, which `run` widens to f32 first.
+fn half_kernel(op: &'static str) -> crate::Error {
+    err(
+        op,
+        "halves are evaluated in f32; this kernel should not see one",
+    )
 }
 
 /// The value of a size expression in this execution.
@@ -466,6 +504,8 @@ fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
         DType::Bool => cat!(Bool),
         DType::I32 => cat!(I32),
         DType::I64 => cat!(I64),
+        DType::F16 => cat!(F16),
+        DType::BF16 => cat!(BF16),
         DType::F32 => cat!(F32),
         DType::F64 => cat!(F64),
     })
@@ -666,6 +706,7 @@ fn reduce(kind: ReduceKind, x: &HostArray, dims: &[usize]) -> Result<HostArray> 
         HostArray::F32(a) => HostArray::F32(num_reduce(kind, a, dims)),
         HostArray::F64(a) => HostArray::F64(num_reduce(kind, a, dims)),
         HostArray::Bool(_) => return Err(err("reduce", "bool")),
+        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("reduce")),
     })
 }
 

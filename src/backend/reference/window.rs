@@ -146,6 +146,9 @@ pub(super) fn reduce_window(kind: WindowKind, x: &HostArray, w: &Window) -> Resu
         HostArray::F32(a) => HostArray::F32(reduce_window_num(kind, a, w)),
         HostArray::F64(a) => HostArray::F64(reduce_window_num(kind, a, w)),
         HostArray::Bool(_) => return Err(err("reduce_window", "bool is not supported")),
+        HostArray::F16(_) | HostArray::BF16(_) => {
+            return Err(err("reduce_window", "halves are evaluated in f32"))
+        }
     })
 }
 

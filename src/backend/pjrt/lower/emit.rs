@@ -18,6 +18,8 @@ pub(crate) enum Elt {
     I32,
     I64,
     U32,
+    F16,
+    BF16,
     F32,
     F64,
 }
@@ -28,6 +30,8 @@ impl Elt {
             DType::Bool => Elt::I1,
             DType::I32 => Elt::I32,
             DType::I64 => Elt::I64,
+            DType::F16 => Elt::F16,
+            DType::BF16 => Elt::BF16,
             DType::F32 => Elt::F32,
             DType::F64 => Elt::F64,
         }
@@ -39,19 +43,25 @@ impl Elt {
             Elt::I32 => "i32",
             Elt::I64 => "i64",
             Elt::U32 => "ui32",
+            Elt::F16 => "f16",
+            Elt::BF16 => "bf16",
             Elt::F32 => "f32",
             Elt::F64 => "f64",
         }
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, Elt::F32 | Elt::F64)
+        matches!(self, Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64)
+    }
+
+    pub fn is_half(self) -> bool {
+        matches!(self, Elt::F16 | Elt::BF16)
     }
 
     /// The `compare_type` for comparisons of this element type.
     fn compare_type(self) -> &'static str {
         match self {
-            Elt::F32 | Elt::F64 => "FLOAT",
+            Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64 => "FLOAT",
             Elt::U32 | Elt::I1 => "UNSIGNED",
             Elt::I32 | Elt::I64 => "SIGNED",
         }
@@ -66,6 +76,8 @@ impl Elt {
             Elt::I32 => (v as i32).to_string(),
             Elt::I64 => (v as i64).to_string(),
             Elt::U32 => (v as u32).to_string(),
+            Elt::F16 => format!("0x{:04X}", half::f16::from_f64(v).to_bits()),
+            Elt::BF16 => format!("0x{:04X}", half::bf16::from_f64(v).to_bits()),
             Elt::F32 => format!("0x{:08X}", (v as f32).to_bits()),
             Elt::F64 => format!("0x{:016X}", v.to_bits()),
         }
@@ -78,8 +90,7 @@ impl Elt {
             Elt::I32 => i32::MIN.to_string(),
             Elt::I64 => i64::MIN.to_string(),
             Elt::U32 => "0".into(),
-            Elt::F32 => self.literal(f64::NEG_INFINITY),
-            Elt::F64 => self.literal(f64::NEG_INFINITY),
+            Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64 => self.literal(f64::NEG_INFINITY),
         }
     }
 
@@ -90,8 +101,7 @@ impl Elt {
             Elt::I32 => i32::MAX.to_string(),
             Elt::I64 => i64::MAX.to_string(),
             Elt::U32 => u32::MAX.to_string(),
-            Elt::F32 => self.literal(f64::INFINITY),
-            Elt::F64 => self.literal(f64::INFINITY),
+            Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64 => self.literal(f64::INFINITY),
         }
     }
 }

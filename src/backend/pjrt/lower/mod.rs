@@ -226,6 +226,29 @@ impl Ctx<'_> {
         node_ty(n.dtype, &n.shape)
     }
 
+    /// `f` on the operands, half ones widened to f32, its result rounded
+    /// back when the node's type `ty` is a half: so half matrix products,
+    /// convolutions and reductions accumulate in f32 (as PyTorch's kernels
+    /// do) and round once, as the reference backend does. Other types pass
+    /// through.
+    fn in_f32(&mut self, ins: &[V], ty: &Ty, f: impl FnOnce(&mut Self, &[V], &Ty) -> V) -> V {
+        if !ty.elt.is_half() {
+            return f(self, ins, ty);
+        }
+        let wide: Vec<V> = ins
+            .iter()
+            .map(|x| {
+                if x.ty.elt.is_half() {
+                    self.b.convert(x, Elt::F32)
+                } else {
+                    x.clone()
+                }
+            })
+            .collect();
+        let out = f(self, &wide, &ty.with_elt(Elt::F32));
+        self.b.convert(&out, ty.elt)
+    }
+
     /// Lowers node `i`: the one exhaustive match over [`Op`].
     fn node(&mut self, i: usize) -> Result<V> {
         let node = &self.program.nodes[i];
@@ -298,14 +321,18 @@ impl Ctx<'_> {
             Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
             Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
-            Op::Reduce { kind, dims } => self.reduce(*kind, &ins[0], dims, &ty),
+            Op::Reduce { kind, dims } => {
+                self.in_f32(&ins, &ty, |c, ins, ty| c.reduce(*kind, &ins[0], dims, ty))
+            }
             Op::ArgReduce { kind, dim } => self.arg_reduce(*kind, &ins[0], *dim, &ty),
             Op::ReduceWindow { kind, window } => self.reduce_window(*kind, &ins[0], window, &ty),
             Op::SelectAndScatter { kind, window } => {
                 self.select_and_scatter(*kind, &ins[0], &ins[1], window, &ty)
             }
-            Op::Dot(dot) => self.dot(&ins[0], &ins[1], dot, &ty),
-            Op::Convolution(c) => self.convolution(&ins[0], &ins[1], c, &ty),
+            Op::Dot(dot) => self.in_f32(&ins, &ty, |c, ins, ty| c.dot(&ins[0], &ins[1], dot, ty)),
+            Op::Convolution(cv) => self.in_f32(&ins, &ty, |c, ins, ty| {
+                c.convolution(&ins[0], &ins[1], cv, ty)
+            }),
             Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
             Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),

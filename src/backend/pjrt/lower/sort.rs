@@ -138,6 +138,11 @@ impl Ctx<'_> {
                 let wide = self.b.convert(x, Elt::I32);
                 self.top_k_key(&wide, descending)
             }
+            // Widening a half to f32 is exact and keeps its order.
+            Elt::F16 | Elt::BF16 => {
+                let wide = self.b.convert(x, Elt::F32);
+                self.top_k_key(&wide, descending)
+            }
             // Bitwise not reverses the order of two's complement integers
             // without overflowing.
             Elt::I32 | Elt::I64 if descending => x.clone(),
@@ -171,6 +176,7 @@ impl Ctx<'_> {
 /// integers.
 fn least_key(e: Elt) -> String {
     match e {
+        Elt::F16 | Elt::BF16 => "0xFFFF".into(),
         Elt::F32 => "0xFFFFFFFF".into(),
         Elt::F64 => "0xFFFFFFFFFFFFFFFF".into(),
         Elt::I1 | Elt::U32 | Elt::I32 | Elt::I64 => e.lowest(),
