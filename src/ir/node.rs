@@ -72,18 +72,7 @@ impl Node {
 
     /// A copy of this node marked as the gradient leaf of `leaf`.
     pub(crate) fn leaf_copy(&self, leaf: LeafTensor) -> Arc<Node> {
-        LIVE_NODES.fetch_add(1, Ordering::Relaxed);
-        Arc::new(Node {
-            op: self.op.clone(),
-            inputs: self.inputs.clone(),
-            size_deps: self.size_deps.clone(),
-            dtype: self.dtype,
-            shape: self.shape.clone(),
-            requires_grad: true,
-            grad_leaf: Some(leaf),
-            grad_history: None,
-            backward_done: AtomicBool::new(false),
-        })
+        self.marked_copy(Some(leaf), None)
     }
 
     /// The data leaf `self` (a sync's result for `computed`) carrying
@@ -99,6 +88,12 @@ impl Node {
         {
             return self.clone();
         }
+        self.marked_copy(None, Some(computed.clone()))
+    }
+
+    /// A copy of this node that gradients flow through, standing for a
+    /// gradient leaf or carrying a gradient history.
+    fn marked_copy(&self, grad_leaf: Option<LeafTensor>, history: Option<Arc<Node>>) -> Arc<Node> {
         LIVE_NODES.fetch_add(1, Ordering::Relaxed);
         Arc::new(Node {
             op: self.op.clone(),
@@ -107,8 +102,8 @@ impl Node {
             dtype: self.dtype,
             shape: self.shape.clone(),
             requires_grad: true,
-            grad_leaf: None,
-            grad_history: Some(computed.clone()),
+            grad_leaf,
+            grad_history: history,
             backward_done: AtomicBool::new(false),
         })
     }

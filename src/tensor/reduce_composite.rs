@@ -9,7 +9,6 @@
 use super::dim::{DimIndex, ResolveDim};
 use super::grad_mode::no_grad;
 use super::Tensor;
-use crate::error::Error;
 use crate::symint::SizeExpr;
 
 impl Tensor {
@@ -80,19 +79,7 @@ impl Tensor {
     }
 
     fn variance(&self, op: &'static str, dim: impl DimIndex, keepdim: bool) -> Tensor {
-        if !self.dtype().is_float() {
-            panic!(
-                "{}",
-                Error::dtype(
-                    op,
-                    format!(
-                        "needs a float tensor, got {}{}; convert with to_dtype first",
-                        self.dtype(),
-                        self.shape_string()
-                    )
-                )
-            );
-        }
+        self.require_float(op);
         if self.rank() == 0 {
             dim.resolve(op, &[SizeExpr::constant(1)]);
             return self.reshape(&[1]).variance(op, 0, false);

@@ -77,19 +77,7 @@ impl Tensor {
     /// ```
     pub fn upsample_bilinear2d(&self, size: (usize, usize), align_corners: bool) -> Tensor {
         let op = "upsample_bilinear2d";
-        if !self.dtype().is_float() {
-            panic!(
-                "{}",
-                Error::dtype(
-                    op,
-                    format!(
-                        "needs a float tensor, got {}{}; convert with to_dtype first",
-                        self.dtype(),
-                        self.shape_string()
-                    )
-                )
-            );
-        }
+        self.require_float(op);
         let (h_in, w_in) = self.image_dims(op, size);
         let y = self.interpolate_along(2, &linear(h_in, size.0, align_corners), h_in);
         y.interpolate_along(3, &linear(w_in, size.1, align_corners), w_in)

@@ -263,7 +263,8 @@ impl Tensor {
         self.reduce_window(op, kind, w)
     }
 
-    fn require_float(&self, op: &'static str) {
+    /// Panics, naming `op`, unless the tensor holds floats.
+    pub(super) fn require_float(&self, op: &'static str) {
         if !self.dtype().is_float() {
             panic!(
                 "{}",

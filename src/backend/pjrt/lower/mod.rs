@@ -578,6 +578,25 @@ impl Ctx<'_> {
         Ok(self.redyn(out, ty, &out_sizes))
     }
 
+    /// The coordinate tensors (one static shape, one element type) stacked
+    /// along a new last dim: a gather's index vectors.
+    fn index_vectors(&mut self, coords: &[V]) -> V {
+        let r = coords[0].ty.rank();
+        let mut idx_ty = coords[0].ty.bound();
+        idx_ty.dims.push(1);
+        idx_ty.dynamic.push(false);
+        let cols: Vec<V> = coords
+            .iter()
+            .map(|c| self.b.reshape(c, idx_ty.clone()))
+            .collect();
+        if cols.len() == 1 {
+            return cols[0].clone();
+        }
+        idx_ty.dims[r] = cols.len() as i64;
+        let refs: Vec<&V> = cols.iter().collect();
+        self.b.concat(&refs, r, idx_ty)
+    }
+
     /// `out[p, :] = x[coords[0][p], .., coords[r-1][p], :]` for a static
     /// `x` whose last dim is a row, as [`Ctx::gather_points`] gathers
     /// elements.
@@ -586,21 +605,7 @@ impl Ctx<'_> {
             return self.b.splat(0.0, &out.bound().with_elt(x.ty.elt));
         }
         let r = coords[0].ty.rank();
-        let mut idx_ty = coords[0].ty.clone();
-        idx_ty.dims.push(1);
-        idx_ty.dynamic.push(false);
-        let cols: Vec<V> = coords
-            .iter()
-            .map(|c| self.b.reshape(c, idx_ty.clone()))
-            .collect();
-        let idx = if cols.len() == 1 {
-            cols[0].clone()
-        } else {
-            let mut t = idx_ty.clone();
-            t.dims[r] = cols.len() as i64;
-            let refs: Vec<&V> = cols.iter().collect();
-            self.b.concat(&refs, r, t)
-        };
+        let idx = self.index_vectors(coords);
         let head: Vec<i64> = (0..coords.len() as i64).collect();
         let mut slice = vec![1i64; coords.len()];
         slice.push(*x.ty.dims.last().expect("a row dim"));
@@ -623,21 +628,7 @@ impl Ctx<'_> {
             return self.b.splat(0.0, &out.bound().with_elt(x.ty.elt));
         }
         let r = out.rank();
-        let mut idx_ty = out.with_elt(coords[0].ty.elt);
-        idx_ty.dims.push(1);
-        idx_ty.dynamic.push(false);
-        let cols: Vec<V> = coords
-            .iter()
-            .map(|c| self.b.reshape(c, idx_ty.clone()))
-            .collect();
-        let idx = if cols.len() == 1 {
-            cols[0].clone()
-        } else {
-            let mut t = idx_ty.clone();
-            t.dims[r] = cols.len() as i64;
-            let refs: Vec<&V> = cols.iter().collect();
-            self.b.concat(&refs, r, t)
-        };
+        let idx = self.index_vectors(coords);
         let all: Vec<i64> = (0..x.ty.rank() as i64).collect();
         let ones = vec![1i64; x.ty.rank()];
         let attrs = format!(
