@@ -3,7 +3,8 @@
 //! side by side and print ratios.
 //!
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
-//! `topk`, `resnet` or `transformer`. Prints
+//! `topk`, `resnet`, `transformer`, `mlp` or `mlp_bf16` (the last two
+//! lazyxla only: f32 against bf16 compute). Prints
 //! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
 //! the first step (compile included), the median step after warm-up
 //! (upload, step, results read), and the process CPU time per timed
@@ -18,7 +19,7 @@ mod resnet;
 mod transformer;
 
 use lazyxla::nn::{self, Module};
-use lazyxla::optim::{Optimizer, Sgd};
+use lazyxla::optim::{Adam, Optimizer, Sgd};
 use lazyxla::{mark_step, Tensor};
 use std::time::Instant;
 
@@ -127,6 +128,60 @@ fn transformer_step(steps: usize) -> (f64, f64, f64) {
     })
 }
 
+/// One Adam step of a 784-512-512-10 MLP at batch 128 (`train_step`'s
+/// workload), computing in f32 or, with `bf16`, in bfloat16 from f32
+/// weights (mixed precision: the weights, gradients and Adam's state stay
+/// f32, the loss is taken in f32).
+fn mlp_step(steps: usize, bf16: bool) -> (f64, f64, f64) {
+    use lazyxla::nn::{Linear, Relu, Sequential};
+    use lazyxla::DType;
+    const BATCH: usize = 128;
+    let net = Sequential::new()
+        .add(Linear::new(784, 512, 1))
+        .add(Relu)
+        .add(Linear::new(512, 512, 2))
+        .add(Relu)
+        .add(Linear::new(512, 10, 3));
+    let mut opt = Adam::new(net.parameters(), 1e-3);
+    let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let y = uniform(i + 7, BATCH)
+                .iter()
+                .map(|u| (u * 10.0) as i64)
+                .collect();
+            (normal(i, BATCH * 784), y)
+        })
+        .collect();
+    let forward = |x: &Tensor| {
+        if !bf16 {
+            return net.forward(x);
+        }
+        let p: Vec<Tensor> = net
+            .parameters()
+            .iter()
+            .map(|t| t.to_dtype(DType::BF16))
+            .collect();
+        let mut h = x.to_dtype(DType::BF16);
+        for (i, pair) in p.chunks(2).enumerate() {
+            h = h.matmul(&pair[0].transpose(0, 1)) + &pair[1];
+            if i < 2 {
+                h = h.relu();
+            }
+        }
+        h.to_dtype(DType::F32)
+    };
+    timed(steps, |i| {
+        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 784]).unwrap();
+        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&forward(&x), &y);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
 /// Seeded standard normal floats (Box-Muller over [`uniform`]).
 fn normal(seed: u64, n: usize) -> Vec<f32> {
     let u = uniform(seed, n + 1);
@@ -183,8 +238,10 @@ fn main() {
         "topk" => topk(steps),
         "resnet" => resnet_step(steps),
         "transformer" => transformer_step(steps),
+        "mlp" => mlp_step(steps, false),
+        "mlp_bf16" => mlp_step(steps, true),
         other => {
-            eprintln!("unknown workload {other}: use topk, resnet, transformer");
+            eprintln!("unknown workload {other}: use topk, resnet, transformer, mlp, mlp_bf16");
             std::process::exit(2);
         }
     };

@@ -1,7 +1,9 @@
 //! A classifier on a synthetic, seeded data set: three Gaussian blobs in 8
 //! dimensions, an 8-32-3 MLP, Adam. Loss falls; accuracy is printed.
+//! With `--bf16` the forward pass computes in bfloat16 (weights, their
+//! gradients and Adam's state stay f32: mixed precision).
 //!
-//! Run: `cargo run --release --example train_mlp`
+//! Run: `cargo run --release --example train_mlp [-- --bf16]`
 
 use lazyxla::nn::{self, Linear, Module, Relu, Sequential};
 use lazyxla::optim::{Adam, Optimizer};
@@ -52,6 +54,18 @@ pub fn train_step(net: &Sequential, opt: &mut impl Optimizer, x: &Tensor, y: &Te
     loss
 }
 
+/// The MLP's forward with its f32 weights cast to bf16, computing in bf16;
+/// the logits come back as f32 (the loss in f32, as autocast does).
+pub fn forward_bf16(net: &Sequential, x: &Tensor) -> Tensor {
+    let p: Vec<Tensor> = net
+        .parameters()
+        .iter()
+        .map(|t| t.to_dtype(DType::BF16))
+        .collect();
+    let h = (x.to_dtype(DType::BF16).matmul(&p[0].transpose(0, 1)) + &p[1]).relu();
+    (h.matmul(&p[2].transpose(0, 1)) + &p[3]).to_dtype(DType::F32)
+}
+
 /// The fraction of correctly classified points of a batch.
 pub fn accuracy(net: &Sequential, x: &Tensor, y: &Tensor) -> f32 {
     no_grad(|| {
@@ -68,18 +82,28 @@ pub fn accuracy(net: &Sequential, x: &Tensor, y: &Tensor) -> f32 {
 #[allow(dead_code)]
 fn main() -> lazyxla::Result<()> {
     let steps = 150;
+    let bf16 = std::env::args().any(|a| a == "--bf16");
     let net = model();
     let mut opt = Adam::new(net.parameters(), 0.01);
     println!(
-        "train_mlp on the {} backend",
-        lazyxla::Device::default().name()
+        "train_mlp on the {} backend{}",
+        lazyxla::Device::default().name(),
+        if bf16 { ", computing in bf16" } else { "" }
     );
     let bar = indicatif::ProgressBar::new(steps);
     bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap());
     let (mut first, mut last) = (None, 0.0);
     for step in 0..steps {
         let (x, y) = batch(step);
-        let loss = train_step(&net, &mut opt, &x, &y);
+        let loss = if bf16 {
+            opt.zero_grad();
+            let loss = nn::cross_entropy(&forward_bf16(&net, &x), &y);
+            loss.backward();
+            opt.step();
+            loss
+        } else {
+            train_step(&net, &mut opt, &x, &y)
+        };
         mark_step()?;
         last = loss.item::<f32>()?;
         first.get_or_insert(last);
