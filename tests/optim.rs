@@ -311,6 +311,18 @@ backend_test! {
             .collect();
         assert_eq!(rates_of(&mut opt, &mut s), want);
 
+        // A resumed schedule (a fresh scheduler jumped to the saved epoch)
+        // goes on exactly as the uninterrupted one.
+        let mut opt2 = Sgd::new(vec![w.clone()], 0.1);
+        let cosine = CosineAnnealingLr::new(&mut opt2, 15, 0.0).unwrap();
+        let mut resumed = LinearWarmup::followed_by(&mut opt2, 0.1, 5, cosine).unwrap();
+        resumed.set_epoch(7, &mut opt2);
+        assert_eq!(opt2.lr(), want[7]);
+        for want_rate in &want[8..] {
+            resumed.step(&mut opt2);
+            assert_eq!(opt2.lr(), *want_rate);
+        }
+
         // Bad arguments are errors, not panics.
         assert!(StepLr::new(&mut opt, 0, 0.5).is_err());
         assert!(CosineAnnealingLr::new(&mut opt, 0, 0.0).is_err());

@@ -3,6 +3,8 @@
 //! they are differentiable and run on dynamic sequence lengths: the
 //! softmax and the matmuls see only the real keys, never padding.
 
+use std::sync::Arc;
+
 use super::layers::{filled, uniform, Linear};
 use super::{named, Module};
 use crate::dtype::DType;
@@ -278,11 +280,23 @@ impl MultiheadAttention {
                 .reshape_sym(&[b.clone(), t.clone(), h.clone(), d.clone()])
                 .transpose(1, 2)
         };
-        let (q, k, v) = (
-            project(query, 0, &l),
-            project(key, 1, &s),
-            project(value, 2, &s),
-        );
+        let self_attention =
+            Arc::ptr_eq(&query.inner, &key.inner) && Arc::ptr_eq(&key.inner, &value.inner);
+        let (q, k, v) = if self_attention {
+            // One product with the whole stacked weight: one read of the
+            // input and one weight gradient instead of three.
+            let qkv = (&query.matmul(&self.in_proj_weight.transpose(0, 1)) + &self.in_proj_bias)
+                .reshape_sym(&[b.clone(), l.clone(), SymInt::from(3), h.clone(), d.clone()])
+                .permute(&[2, 0, 3, 1, 4]);
+            let part = |i: usize| qkv.narrow(0, i, 1).squeeze(0);
+            (part(0), part(1), part(2))
+        } else {
+            (
+                project(query, 0, &l),
+                project(key, 1, &s),
+                project(value, 2, &s),
+            )
+        };
         let mut masks = Masks::default();
         if let Some(m) = key_padding_mask {
             if m.rank() != 2 {

@@ -73,7 +73,25 @@ pub trait LrScheduler {
     /// sched.step(&mut opt);
     /// assert_eq!(opt.lr(), 0.5);
     /// ```
-    fn step(&mut self, opt: &mut dyn Optimizer);
+    fn step(&mut self, opt: &mut dyn Optimizer) {
+        self.set_epoch(self.epoch() + 1, opt);
+    }
+
+    /// Jumps to `epoch` and sets `opt`'s rate to that epoch's: resuming a
+    /// run needs only the epoch, since every rate has a closed form (what
+    /// PyTorch's scheduler `state_dict` holds as `last_epoch`).
+    ///
+    /// ```
+    /// use lazyxla::optim::lr_scheduler::{CosineAnnealingLr, LrScheduler};
+    /// use lazyxla::optim::{Optimizer, Sgd};
+    /// use lazyxla::Tensor;
+    /// let mut opt = Sgd::new(vec![Tensor::scalar(0.0f32)], 1.0);
+    /// let mut sched = CosineAnnealingLr::new(&mut opt, 10, 0.0).unwrap();
+    /// sched.set_epoch(5, &mut opt); // resumed after 5 saved epochs
+    /// assert_eq!(sched.epoch(), 5);
+    /// assert!((opt.lr() - 0.5).abs() < 1e-12);
+    /// ```
+    fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer);
 
     /// The rate of the current epoch.
     ///
@@ -144,8 +162,8 @@ impl LrScheduler for StepLr {
     fn epoch(&self) -> usize {
         self.epoch
     }
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.epoch += 1;
+    fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
+        self.epoch = epoch;
         opt.set_lr(self.lr());
     }
 }
@@ -207,8 +225,8 @@ impl LrScheduler for CosineAnnealingLr {
     fn epoch(&self) -> usize {
         self.epoch
     }
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.epoch += 1;
+    fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
+        self.epoch = epoch;
         opt.set_lr(self.lr());
     }
 }
@@ -317,8 +335,8 @@ impl LrScheduler for LinearWarmup {
     fn epoch(&self) -> usize {
         self.epoch
     }
-    fn step(&mut self, opt: &mut dyn Optimizer) {
-        self.epoch += 1;
+    fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
+        self.epoch = epoch;
         opt.set_lr(self.lr());
     }
 }
