@@ -1,0 +1,258 @@
+//! The gradient of a device loop (`Op::While`), as JAX's scan.
+//!
+//! A `fori_loop` with a static trip count `n` is differentiated by two
+//! more loops, recorded as lazy ops like any rule:
+//!
+//! 1. the forward loop again, saving each iteration's carries into a
+//!    stack (`[n, ..]` per carry, written at row `i` as the loop goes);
+//! 2. a reverse loop over `i = n - 1, .., 0` carrying the gradients of
+//!    the carries and the sums of the captured values' gradients: each
+//!    iteration instantiates the body's program on that iteration's saved
+//!    carries and takes its vector-Jacobian product (the ordinary rules).
+//!
+//! Gradients reach the initial carries and the captured values
+//! (parameters) that need them. Carries must be static: a stack of
+//! values whose size changes from one iteration to the next has no
+//! shape. A `while_loop` or a `fori_loop` whose trip count is a tensor
+//! has no fixed sequence of iterations to run back: backward through
+//! one is an error that says what to do instead.
+
+use super::vjp;
+use crate::dtype::DType;
+use crate::ir::check::SizeCheck;
+use crate::ir::loops::{carry_string, Loop, LoopKind};
+use crate::ir::node::{shape_string, Inputs};
+use crate::ir::program::Program;
+use crate::ir::{Node, Op};
+use crate::symint::SizeExpr;
+use crate::tensor::{enable_grad, fori_loop, loop_node, record, Tensor};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// The gradient of each operand of the loop node `node` (operands `x`),
+/// given the gradients `gs` of its results.
+pub(super) fn input_grads(
+    l: &Loop,
+    node: &Arc<Node>,
+    x: &[Tensor],
+    gs: Vec<Option<Tensor>>,
+) -> Vec<Option<Tensor>> {
+    let n = match l.kind {
+        LoopKind::Fori { trip: Some(n) } => n,
+        LoopKind::Fori { trip: None } => panic!(
+            "backward: a fori_loop whose trip count is a tensor (known only when the program runs) is not differentiable; give it a static trip count (an upper bound, with iterations past the real count left unchanged by `where_cond`), or build its inputs under no_grad / detach them"
+        ),
+        LoopKind::While => panic!(
+            "backward: a while_loop is not differentiable (its number of iterations depends on data); use fori_loop with a static trip count (an upper bound, with iterations past the end left unchanged by `where_cond`), or build its inputs under no_grad / detach them"
+        ),
+    };
+    let k = l.carries.len();
+    for (i, c) in l.carries.iter().enumerate() {
+        if c.dims.iter().any(|d| d.is_dynamic()) {
+            panic!(
+                "backward: carry {i} of a fori_loop has a dynamic size ({}{}); differentiating a loop whose carries have dynamic sizes is not supported (the saved carries of all iterations would need one shape): `pad_to_bound(fill)` the carry before the loop, or build its inputs under no_grad",
+                c.dtype,
+                carry_string(c)
+            );
+        }
+    }
+    let first = l.first_capture();
+    let captured = &x[first..];
+    let wanted: Vec<usize> = (0..captured.len())
+        .filter(|&j| {
+            let c = &node.inputs[first + j];
+            c.requires_grad && c.dtype.is_float()
+        })
+        .collect();
+    for &j in &wanted {
+        let c = &node.inputs[first + j];
+        if c.shape.iter().any(|e| e.as_const().is_none()) {
+            panic!(
+                "backward: a fori_loop's body uses a tensor of dynamic size ({}{}) that needs a gradient; gradients with respect to captured values of dynamic size are not supported: pass it as a carry, or `pad_to_bound(fill)` it first",
+                c.dtype,
+                shape_string(&c.shape)
+            );
+        }
+    }
+    let floats: Vec<usize> = (0..k).filter(|&i| l.carries[i].dtype.is_float()).collect();
+    let mut out: Vec<Option<Tensor>> = vec![None; x.len()];
+    if n <= 0 {
+        for &i in &floats {
+            out[i] = gs[i].clone();
+        }
+        return out;
+    }
+    let stacks = saved_carries(l, n, node, &x[..k], captured);
+    let nf = floats.len();
+    let mut init: Vec<Tensor> = floats
+        .iter()
+        .map(|&i| gs[i].clone().unwrap_or_else(|| x[i].zeros_like()))
+        .collect();
+    init.extend(wanted.iter().map(|&j| captured[j].zeros_like()));
+    let rev = fori_loop(n, &init, |j, st| {
+        // Iteration `t` of the forward loop, on the carries it was given.
+        let t = &(j * -1) + (n - 1);
+        let row = t.reshape(&[1]);
+        let mut ps: Vec<Tensor> = (0..k)
+            .map(|i| {
+                let c = stacks[i].index_select(0, &row).squeeze(0);
+                match l.carries[i].dtype {
+                    DType::Bool => c.ne_scalar(0.0),
+                    d if d.is_float() => grad_root(&c),
+                    _ => c,
+                }
+            })
+            .collect();
+        ps.push(t);
+        ps.extend(
+            captured
+                .iter()
+                .enumerate()
+                .map(|(j, c)| match wanted.contains(&j) {
+                    true => grad_root(c),
+                    false => c.clone(),
+                }),
+        );
+        let outs = enable_grad(|| instantiate(&l.body, &ps, &node.size_deps));
+        let mut wrt: Vec<Tensor> = floats.iter().map(|&i| ps[i].clone()).collect();
+        wrt.extend(wanted.iter().map(|&j| ps[k + 1 + j].clone()));
+        let f_outs: Vec<Tensor> = floats.iter().map(|&i| outs[i].clone()).collect();
+        let grads = vjp(&f_outs, &st[..nf], &wrt);
+        let mut next: Vec<Tensor> = (0..nf)
+            .map(|i| grads[i].clone().unwrap_or_else(|| st[i].zeros_like()))
+            .collect();
+        next.extend((0..wanted.len()).map(|m| match &grads[nf + m] {
+            Some(g) => &st[nf + m] + g,
+            None => st[nf + m].clone(),
+        }));
+        next
+    });
+    for (p, &i) in floats.iter().enumerate() {
+        out[i] = Some(rev[p].clone());
+    }
+    for (m, &j) in wanted.iter().enumerate() {
+        out[first + j] = Some(rev[nf + m].clone());
+    }
+    out
+}
+
+/// A copy of `t` that a vector-Jacobian product is taken with respect to.
+fn grad_root(t: &Tensor) -> Tensor {
+    Tensor::from_node(t.node().grad_root_copy(), t.device())
+}
+
+/// The carries each of the `n` iterations of `l` (the loop node `node`)
+/// was given, stacked: `[n, ..]` per carry (Bool ones as I64).
+fn saved_carries(
+    l: &Loop,
+    n: i64,
+    node: &Arc<Node>,
+    init: &[Tensor],
+    captured: &[Tensor],
+) -> Vec<Tensor> {
+    let k = l.carries.len();
+    let stored = |d: DType| if d == DType::Bool { DType::I64 } else { d };
+    let mut carries: Vec<Tensor> = init.to_vec();
+    carries.extend(init.iter().map(|c| {
+        let mut shape: crate::symint::Shape = smallvec::smallvec![SizeExpr::constant(n)];
+        shape.extend(c.shape_exprs());
+        Tensor::full_exprs(shape, 0.0, stored(c.dtype()), SmallVec::new(), c.device())
+    }));
+    let res = fori_loop(n, &carries, |i, c| {
+        let mut ps: Vec<Tensor> = c[..k].to_vec();
+        ps.push(i.clone());
+        ps.extend(captured.iter().cloned());
+        let mut next = instantiate(&l.body, &ps, &node.size_deps);
+        let row = i.reshape(&[1]);
+        next.extend((0..k).map(|j| {
+            let v = c[j].to_dtype(stored(c[j].dtype())).unsqueeze(0);
+            c[k + j].index_add(0, &row, &v)
+        }));
+        next
+    });
+    res[k..].to_vec()
+}
+
+/// Records program `p` (a loop's body) on `params` as lazy ops and
+/// returns its outputs. The program's own size variables are renamed to
+/// the sizes the new operands and ops have; `outer_deps` define the
+/// sizes it reads from outside (the loop node's size dependencies).
+pub(super) fn instantiate(p: &Program, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
+    let device = params
+        .first()
+        .map_or_else(crate::Device::default, |t| t.device().clone());
+    let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(p.nodes.len());
+    // Old variable id -> the size it stands for now.
+    let mut renamed: FxHashMap<u64, SizeExpr> = FxHashMap::default();
+    // Variable id -> a node whose dim it is.
+    let mut definer: FxHashMap<u64, Arc<Node>> = FxHashMap::default();
+    for (i, pn) in p.nodes.iter().enumerate() {
+        let node = match p.params.iter().position(|&q| q == i) {
+            Some(k) => params[k].node(),
+            None => {
+                let mut op = pn.op.clone();
+                let rename = |e: &SizeExpr| match renamed.is_empty() {
+                    true => e.clone(),
+                    false => e.substitute(&mut |v| renamed.get(&v.0.id).cloned()),
+                };
+                for e in op.size_args_mut() {
+                    *e = rename(e);
+                }
+                if let Op::Guard { checks, .. } = &mut op {
+                    *checks = checks
+                        .iter()
+                        .map(|c| SizeCheck {
+                            lhs: rename(&c.lhs),
+                            rhs: rename(&c.rhs),
+                            ..c.clone()
+                        })
+                        .collect();
+                }
+                let mut deps: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
+                let wanted = op
+                    .size_args()
+                    .iter()
+                    .chain(op.checks().iter().flat_map(|c| [&c.lhs, &c.rhs]))
+                    .flat_map(|e| e.vars());
+                for v in wanted {
+                    if crate::runtime::size_values::is_bound(&v) {
+                        continue;
+                    }
+                    match definer.get(&v.0.id) {
+                        Some(d) if !deps.iter().any(|x| Arc::ptr_eq(x, d)) => deps.push(d.clone()),
+                        Some(_) => {}
+                        None => {
+                            for d in outer_deps {
+                                if !deps.iter().any(|x| Arc::ptr_eq(x, d)) {
+                                    deps.push(d.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+                let inputs: Inputs = pn.inputs.iter().map(|&j| nodes[j].clone()).collect();
+                let made = match op {
+                    Op::While(_) => loop_node(op, inputs, deps),
+                    op => record(op, inputs, deps),
+                };
+                made.unwrap_or_else(|e| panic!("{e}"))
+            }
+        };
+        for (was, now) in pn.shape.iter().zip(&node.shape) {
+            if let Some(v) = was.as_var() {
+                if was != now {
+                    renamed.entry(v.0.id).or_insert_with(|| now.clone());
+                }
+            }
+            if let Some(v) = now.as_var() {
+                definer.entry(v.0.id).or_insert_with(|| node.clone());
+            }
+        }
+        nodes.push(node);
+    }
+    p.outputs
+        .iter()
+        .map(|&o| Tensor::from_node(nodes[o].clone(), &device))
+        .collect()
+}
