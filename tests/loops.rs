@@ -351,6 +351,19 @@ backend_test! {
             fori_loop(2, std::slice::from_ref(&x), |_, c| vec![&c[0] + leaked.as_ref().unwrap()]);
         });
         assert!(msg.contains("inside the body of a fori_loop is used outside it"), "{msg}");
+        // Reading or syncing inside a body is an error (the body has not
+        // run yet), and the loop can still be recorded.
+        let out = fori_loop(2, std::slice::from_ref(&x), |_, c| {
+            let err = c[0].to_vec::<f32>().unwrap_err().to_string();
+            assert!(err.contains("inside the body of a fori_loop"), "{err}");
+            let y = &c[0] * 2.0;
+            let err = y.to_vec::<f32>().unwrap_err().to_string();
+            assert!(err.contains("read, materialized or synced inside the body"), "{err}");
+            let err = mark_step().unwrap_err().to_string();
+            assert!(err.contains("inside the body of a fori_loop"), "{err}");
+            vec![y]
+        });
+        assert_eq!(f32s(&out[0]), vec![4.0, 8.0]);
         // A panic inside the body unwinds cleanly too.
         let msg = panic_message(|| {
             fori_loop(2, std::slice::from_ref(&x), |_, c| vec![c[0].matmul(&c[0].unsqueeze(0))]);
@@ -419,4 +432,43 @@ fn the_printer_shows_loop_bodies_as_nested_blocks() {
             lazyxla::debug::ir_text(&[&out[0], &out[1], &found[0]])
         );
     });
+}
+
+backend_test! {
+    fn a_captured_step_replays_a_loop_whose_carry_changes_size() {
+        // Halve the positive elements while any is above 1: the carry
+        // shrinks by a data-dependent amount in each iteration.
+        let mut step = capture(|x: &[Tensor]| {
+            let v = x[0].masked_select(&x[0].gt_scalar(0.0));
+            let out = while_loop(
+                &[v],
+                |c| c[0].gt_scalar(1.0).any(),
+                |c| vec![c[0].masked_select(&c[0].gt_scalar(1.5)) * 0.5],
+            );
+            vec![out[0].clone(), out[0].sum()]
+        });
+        let cases: [[f32; 4]; 4] = [
+            [4.0, -1.0, 2.0, 8.0],
+            [0.5, 3.0, 1.2, 2.0],
+            [-2.0, -1.0, 0.5, 0.25],
+            [16.0, 12.0, 10.0, 9.0],
+        ];
+        let mut sizes = Vec::new();
+        for input in cases {
+            let mut want: Vec<f32> = input.iter().copied().filter(|&v| v > 0.0).collect();
+            while want.iter().any(|&v| v > 1.0) {
+                want = want.iter().filter(|&&v| v > 1.5).map(|v| v * 0.5).collect();
+            }
+            sizes.push(want.len());
+            let x = Tensor::from_vec(input.to_vec(), &[4]).unwrap();
+            let out = step.run(&[x]).unwrap();
+            assert_eq!(out[0].shape_string(), "[<=4]");
+            assert_eq!(f32s(&out[0]), want.to_vec(), "{input:?}");
+            assert_eq!(out[1].item::<f32>().unwrap(), want.iter().sum::<f32>());
+            assert_eq!(out[0].size(0).materialize().unwrap(), want.len() as i64);
+        }
+        assert_eq!(sizes, vec![1, 0, 2, 1], "cases of several sizes");
+        assert_eq!(step.recordings(), 1);
+        assert_eq!(counter("UncachedCompile"), 1);
+    }
 }

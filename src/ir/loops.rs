@@ -238,13 +238,14 @@ pub(crate) fn placeholder_of(n: &Node) -> Option<&LoopParam> {
     n.leaf_data()?.get::<LoopParam>()
 }
 
-/// The error for a value of a loop body used where its loop does not run
-/// it: the only way out of a body is a carry.
+/// The error for a value of a loop body needed where its loop does not
+/// run it: after the loop, or before it runs (a read, a size or a
+/// `mark_step` inside the body). The only way out of a body is a carry.
 pub(crate) fn escaped(op: &'static str, from: &LoopParam) -> Error {
     Error::invalid(
         op,
         format!(
-            "a value computed inside the body of a {} is used outside it; a loop's values leave it only as its results: return it as a carry",
+            "a value computed inside the body of a {} is used outside it (after the loop, or read, materialized or synced inside the body, before the loop runs); a loop's values leave it only as its results: return it as a carry and read the results after the loop",
             from.op
         ),
     )
