@@ -388,6 +388,29 @@ backend_test! {
             });
             out[0].clone()
         });
+        // An inner loop whose operands need no gradient when it is
+        // recorded (the outer carry starts constant) but do when the outer
+        // body is differentiated: its carries are saved by running it again.
+        check("nested fori_loop, inner loop run again", &X, &[2, 3], |w| {
+            let h0 = Tensor::from_vec(vec![0.1f64, -0.2, 0.3, 0.4, -0.5, 0.6], &[2, 3]).unwrap();
+            let out = fori_loop(2, &[h0], |_, c| {
+                let inner = fori_loop(2, std::slice::from_ref(&c[0]), |_, d| {
+                    vec![(&d[0] * 1.5).sin() + 0.5]
+                });
+                vec![&inner[0] * w]
+            });
+            out[0].clone()
+        });
+        // Bool and integer carries next to the float one (saved too).
+        check("fori_loop with bool and int carries", &X, &[2, 3], |x| {
+            let mask = Tensor::from_vec(vec![true, false, true, false, false, true], &[2, 3]).unwrap();
+            let out = fori_loop(3, &[x.clone(), mask, Tensor::scalar(1i64)], |_, c| {
+                let k = c[2].to_dtype(DType::F64);
+                let x = c[1].where_cond(&(&c[0] * &k), &c[0].sin());
+                vec![x, c[1].logical_not(), &c[2] + 1]
+            });
+            out[0].clone()
+        });
         // After a dynamic zone: the loop carries a reduction of a
         // `[<=6]` selection.
         check("fori_loop after masked_select", &X, &[6], |x| {

@@ -301,6 +301,13 @@ backend_test! {
             let loss = (&readout.forward(&h[0].unsqueeze(0)).squeeze(0) - &target).square().sum();
             opt.zero_grad();
             loss.backward();
+            if s == 0 {
+                // The forward loop saves its carries; one reverse loop.
+                let grads: Vec<Tensor> = cell.parameters().iter().map(|p| p.grad().unwrap()).collect();
+                let ir = lazyxla::debug::ir_text(&grads.iter().collect::<Vec<_>>());
+                assert_eq!(ir.matches("= fori_loop[trip=4 saves carries]").count(), 1, "{ir}");
+                assert_eq!(ir.matches("= fori_loop").count(), 2, "{ir}");
+            }
             opt.step();
             mark_step().unwrap();
             losses.push(loss.item::<f32>().unwrap());

@@ -1,10 +1,11 @@
 //! The gradient of a device loop (`Op::While`), as JAX's scan.
 //!
-//! A `fori_loop` with a static trip count `n` is differentiated by two
-//! more loops, recorded as lazy ops like any rule:
+//! A `fori_loop` with a static trip count `n` is differentiated with the
+//! carries each iteration was given, stacked (`[n, ..]` per carry):
 //!
-//! 1. the forward loop again, saving each iteration's carries into a
-//!    stack (`[n, ..]` per carry, written at row `i` as the loop goes);
+//! 1. a loop recorded for a gradient saves them as it runs (extra
+//!    results, `Loop::saves_carries`); one recorded without (a loop
+//!    inside a body being differentiated) runs again to save them;
 //! 2. a reverse loop over `i = n - 1, .., 0` carrying the gradients of
 //!    the carries and the sums of the captured values' gradients: each
 //!    iteration instantiates the body's program on that iteration's saved
@@ -83,7 +84,21 @@ pub(super) fn input_grads(
         }
         return out;
     }
-    let stacks = saved_carries(l, n, node, &x[..k], captured);
+    let stacks: Vec<Tensor> = match l.saves_carries {
+        // Saved by the forward loop.
+        true => (k..2 * k)
+            .map(|index| {
+                let mut ins = Inputs::new();
+                ins.push(node.clone());
+                let r = record(Op::LoopResult { index }, ins, SmallVec::new())
+                    .unwrap_or_else(|e| panic!("{e}"));
+                Tensor::from_node(r, x[0].device())
+            })
+            .collect(),
+        // A loop recorded without them (a loop inside a body being
+        // differentiated): run it again, saving them.
+        false => saved_carries(l, n, node, &x[..k], captured),
+    };
     let nf = floats.len();
     let mut init: Vec<Tensor> = floats
         .iter()
@@ -98,7 +113,6 @@ pub(super) fn input_grads(
             .map(|i| {
                 let c = stacks[i].index_select(0, &row).squeeze(0);
                 match l.carries[i].dtype {
-                    DType::Bool => c.ne_scalar(0.0),
                     d if d.is_float() => grad_root(&c),
                     _ => c,
                 }
@@ -143,7 +157,8 @@ fn grad_root(t: &Tensor) -> Tensor {
 }
 
 /// The carries each of the `n` iterations of `l` (the loop node `node`)
-/// was given, stacked: `[n, ..]` per carry (Bool ones as I64).
+/// was given, stacked: `[n, ..]` per carry, by running the loop again
+/// (Bool ones go through I64, which `index_add` takes).
 fn saved_carries(
     l: &Loop,
     n: i64,
@@ -171,7 +186,14 @@ fn saved_carries(
         }));
         next
     });
-    res[k..].to_vec()
+    res[k..]
+        .iter()
+        .zip(init)
+        .map(|(s, c)| match c.dtype() {
+            DType::Bool => s.ne_scalar(0.0),
+            _ => s.clone(),
+        })
+        .collect()
 }
 
 /// Records program `p` (a loop's body) on `params` as lazy ops and

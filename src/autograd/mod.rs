@@ -192,7 +192,7 @@ impl Flow {
                 let Some(g) = self.take(n) else { return };
                 let lp = &n.inputs[0];
                 let count = match &lp.op {
-                    Op::While(l) => l.carries.len(),
+                    Op::While(l) => l.results(),
                     _ => 0,
                 };
                 let slots = self

@@ -66,6 +66,11 @@ pub struct Loop {
     pub outer_sizes: Vec<SizeExpr>,
     /// The checks the programs make, condition first, each in node order.
     pub checks: Vec<SizeCheck>,
+    /// A `fori_loop` with a static count of at least 1 and static carries
+    /// recorded for a gradient: it also returns the carries each
+    /// iteration was given, stacked (`[trip, ..]` per carry), as results
+    /// `carries.len()..` (see `autograd::loops`).
+    pub saves_carries: bool,
 }
 
 /// How a loop decides to go on.
@@ -149,18 +154,40 @@ impl Loop {
         self.first_capture() + self.captures
     }
 
+    /// The number of results: the carries, and their stacks when the
+    /// loop saves them.
+    pub fn results(&self) -> usize {
+        self.carries.len() * (1 + self.saves_carries as usize)
+    }
+
+    /// The static trip count of a loop that saves its carries.
+    pub fn saved_trip(&self) -> Option<i64> {
+        match (self.saves_carries, &self.kind) {
+            (true, LoopKind::Fori { trip: Some(n) }) => Some(*n),
+            _ => None,
+        }
+    }
+
     /// The type of result `k` of the loop node `l` (whose operands are
     /// its inputs).
     fn result_type(&self, k: usize, l: &Node) -> Result<(DType, Shape)> {
-        let c = self.carries.get(k).ok_or_else(|| {
+        let missing = || {
             Error::internal(
                 "loop_result",
-                format!(
-                    "a loop with {} carries has no result {k}",
-                    self.carries.len()
-                ),
+                format!("a loop with {} results has no result {k}", self.results()),
             )
-        })?;
+        };
+        if k >= self.carries.len() {
+            // Saved carries: `[trip, ..]` of a static carry.
+            let (c, n) = match (self.carries.get(k - self.carries.len()), self.saved_trip()) {
+                (Some(c), Some(n)) => (c, n),
+                _ => return Err(missing()),
+            };
+            let mut shape: Shape = smallvec::smallvec![SizeExpr::constant(n)];
+            shape.extend(c.dims.iter().map(|d| SizeExpr::constant(d.bound())));
+            return Ok((c.dtype, shape));
+        }
+        let c = self.carries.get(k).ok_or_else(missing)?;
         let init = &l.inputs[k];
         let shape = c
             .dims

@@ -263,9 +263,10 @@ impl Printer {
     fn loop_block(&mut self, l: &Loop, name: &str, operands: &[&str], depth: usize) {
         let pad = "  ".repeat(depth);
         let carries = l.carries.len();
-        let attrs = match l.kind {
-            LoopKind::Fori { trip: Some(n) } => format!("[trip={n}]"),
-            LoopKind::Fori { trip: None } | LoopKind::While => String::new(),
+        let attrs = match (&l.kind, l.saves_carries) {
+            (LoopKind::Fori { trip: Some(n) }, false) => format!("[trip={n}]"),
+            (LoopKind::Fori { trip: Some(n) }, true) => format!("[trip={n} saves carries]"),
+            (LoopKind::Fori { trip: None } | LoopKind::While, _) => String::new(),
         };
         let mut line = format!("{pad}{name} = {}{attrs}", l.name());
         if carries > 0 {

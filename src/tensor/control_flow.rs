@@ -329,7 +329,15 @@ fn record_loop(
     let body = programs.next().expect("a body program");
     let mut checks: Vec<_> = cond.iter().flat_map(|c| c.checks()).collect();
     checks.extend(body.checks());
+    // A loop recorded for a gradient saves the carries of each iteration
+    // for the backward pass (as JAX's scan saves its residuals).
+    let saves_carries = matches!(kind, LoopKind::Fori { trip: Some(n) } if n > 0)
+        && grad_mode::grad_enabled()
+        && init_nodes.iter().all(|n| !n.is_dynamic())
+        && (init.iter().any(|t| t.is_requires_grad())
+            || traced.captures.iter().any(|c| c.requires_grad));
     let lp = Loop {
+        saves_carries,
         kind,
         carries: init_nodes
             .iter()

@@ -20,6 +20,8 @@ pub(super) fn run(l: &Loop, operands: &[&HostArray], outer: &[i64]) -> Result<Ve
         LoopKind::Fori { trip: None } => Some(scalar_i64(operands[k], l.name())?),
         LoopKind::While => None,
     };
+    // Each iteration's carries, when the loop saves them.
+    let mut saved: Vec<Vec<HostArray>> = Vec::new();
     let mut i = 0i64;
     loop {
         let go_on = match (trip, &l.cond) {
@@ -34,7 +36,16 @@ pub(super) fn run(l: &Loop, operands: &[&HostArray], outer: &[i64]) -> Result<Ve
             (None, None) => return Err(err("while_loop", "a while loop without a condition")),
         };
         if !go_on {
+            if l.saves_carries {
+                for k in 0..carries.len() {
+                    let rows: Vec<&HostArray> = saved.iter().map(|s| &s[k]).collect();
+                    carries.push(stack(&rows, l.name())?);
+                }
+            }
             return Ok(carries);
+        }
+        if l.saves_carries {
+            saved.push(carries.clone());
         }
         let counter = l.has_counter().then_some(i);
         carries = program(&l.body, params(&carries, counter, captured), outer)?;
@@ -81,4 +92,34 @@ fn scalar_i64(a: &HostArray, op: &'static str) -> Result<i64> {
             .ok_or_else(|| err(op, "an empty trip count")),
         _ => Err(err(op, "the trip count must be i64")),
     }
+}
+
+/// `rows` (one shape and dtype, at least one) stacked along a new dim 0.
+fn stack(rows: &[&HostArray], op: &'static str) -> Result<HostArray> {
+    let first = rows
+        .first()
+        .ok_or_else(|| err(op, "no iterations to stack"))?;
+    macro_rules! go {
+        ($v:ident) => {{
+            let views = rows
+                .iter()
+                .map(|a| match a {
+                    HostArray::$v(x) => Ok(x.view()),
+                    _ => Err(err(op, "saved carries of different dtypes")),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            HostArray::$v(
+                ndarray::stack(ndarray::Axis(0), &views).map_err(|e| err(op, e.to_string()))?,
+            )
+        }};
+    }
+    Ok(match first {
+        HostArray::Bool(_) => go!(Bool),
+        HostArray::I32(_) => go!(I32),
+        HostArray::I64(_) => go!(I64),
+        HostArray::F16(_) => go!(F16),
+        HostArray::BF16(_) => go!(BF16),
+        HostArray::F32(_) => go!(F32),
+        HostArray::F64(_) => go!(F64),
+    })
 }

@@ -38,6 +38,8 @@ struct Layout {
     /// The counter (fori) or the condition's value (while), at 0.
     trip: Option<usize>,
     carries: Vec<usize>,
+    /// The saved carries' stacks, when the loop saves them.
+    stacks: Vec<usize>,
     captures: Vec<usize>,
     outer: usize,
     status: Option<usize>,
@@ -69,6 +71,10 @@ fn layout(l: &Loop, captured: &[Ty]) -> Layout {
         .iter()
         .map(|c| place(c.dims.iter().filter(|d| d.is_dynamic()).count()))
         .collect();
+    let stacks = match l.saves_carries {
+        true => l.carries.iter().map(|_| place(0)).collect(),
+        false => Vec::new(),
+    };
     let captures = captured.iter().map(|t| place(dynamic_dims(t))).collect();
     let outer = at;
     at += l.outer_sizes.len();
@@ -79,6 +85,7 @@ fn layout(l: &Loop, captured: &[Ty]) -> Layout {
     Layout {
         trip,
         carries,
+        stacks,
         captures,
         outer,
         status,
@@ -223,7 +230,19 @@ impl Ctx<'_> {
         if l.trip_operand() {
             state.push(ins[k].clone());
         }
-        for (buf, sizes) in carries.iter().chain(&captured) {
+        for (buf, sizes) in &carries {
+            state.push(buf.clone());
+            state.extend(sizes.iter().cloned());
+        }
+        if let Some(n) = l.saved_trip() {
+            for c in &l.carries {
+                let mut ty = carry_ty(c);
+                ty.dims.insert(0, n);
+                ty.dynamic.insert(0, false);
+                state.push(self.b.splat(0.0, &ty));
+            }
+        }
+        for (buf, sizes) in &captured {
             state.push(buf.clone());
             state.extend(sizes.iter().cloned());
         }
@@ -287,6 +306,24 @@ impl Ctx<'_> {
             .map(|(&at, t)| part(at, t))
             .collect();
         let outer: Vec<V> = args[lay.outer..lay.outer + l.outer_sizes.len()].to_vec();
+        // Row `i` of each stack: the carries this iteration is given.
+        let stacks: Vec<V> = lay
+            .stacks
+            .iter()
+            .zip(&carries)
+            .map(|(&at, (buf, _))| {
+                let stack = &args[at];
+                let mut row = stack.ty.clone();
+                row.dims[0] = 1;
+                let row = self.b.reshape(buf, row);
+                let i = self.b.convert(&args[0], Elt::I32);
+                let zero = self.b.i32c(0);
+                let mut operands = vec![stack, &row, &i];
+                operands.extend(std::iter::repeat_n(&zero, row.ty.rank() - 1));
+                self.b
+                    .op("dynamic_update_slice", &operands, "", stack.ty.clone())
+            })
+            .collect();
         let mut params = carries;
         if l.has_counter() {
             params.push((args[0].clone(), Vec::new()));
@@ -315,7 +352,12 @@ impl Ctx<'_> {
         if let Some(t) = lay.trip {
             yielded.push(args[t].clone());
         }
-        for (buf, sizes) in new.iter().chain(&captured) {
+        for (buf, sizes) in &new {
+            yielded.push(buf.clone());
+            yielded.extend(sizes.iter().cloned());
+        }
+        yielded.extend(stacks);
+        for (buf, sizes) in &captured {
             yielded.push(buf.clone());
             yielded.extend(sizes.iter().cloned());
         }
@@ -362,6 +404,16 @@ impl Ctx<'_> {
             .map(|&j| self.ty(j))
             .collect();
         let lay = layout(l, &captured);
+        let k = l.carries.len();
+        if index >= k {
+            let at = lay.stacks.get(index - k).copied().ok_or_else(|| {
+                Error::internal("pjrt lowering", "a saved carry of a loop that saves none")
+            })?;
+            return Ok(V {
+                name: result_name(&token.name, lay.len, at),
+                ty: ty.clone(),
+            });
+        }
         let c = &l.carries[index];
         let at = lay.carries[index];
         let buf = V {
