@@ -479,3 +479,26 @@ backend_test! {
         assert_eq!(counter("UncachedCompile"), 1);
     }
 }
+
+/// An index out of range inside a body fails the step on the reference
+/// backend (XLA clamps it), naming the loop and the op of its body.
+#[test]
+fn a_failure_inside_a_body_names_the_loop_and_the_op() {
+    let _g = common::lock();
+    lazyxla::Device::reference().scoped(|| {
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+        let out = fori_loop(3, &[Tensor::scalar(0.0f32)], |i, c| {
+            let at = (i * 2).reshape(&[1]);
+            vec![&c[0] + &x.index_select(0, &at).squeeze(0)]
+        });
+        let err = mark_step().unwrap_err().to_string();
+        assert!(
+            err.contains("while computing a fori_loop")
+                && err.contains("its body failed computing f32[1] from index_select")
+                && err.contains("out of range"),
+            "{err}"
+        );
+        drop(out);
+        mark_step().unwrap();
+    });
+}

@@ -213,6 +213,10 @@ pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
 
 /// A value for messages: `f32[<=5, 2] from nonzero`.
 pub(crate) fn describe_value(op: &Op, dtype: DType, shape: &[SizeExpr]) -> String {
+    if let Op::While(l) = op {
+        // Its own value is a token: name the loop.
+        return format!("a {}", l.name());
+    }
     format!("{dtype}{} from {}", shape_string(shape), op.name())
 }
 

@@ -27,7 +27,7 @@ pub(super) fn run(l: &Loop, operands: &[&HostArray], outer: &[i64]) -> Result<Ve
         let go_on = match (trip, &l.cond) {
             (Some(n), _) => i < n,
             (None, Some(cond)) => {
-                let out = program(cond, params(&carries, None, captured), outer)?;
+                let out = program(l, cond, params(&carries, None, captured), outer)?;
                 match &out[0] {
                     HostArray::Bool(b) => b.iter().next().copied().unwrap_or(false),
                     _ => return Err(err("while_loop", "the condition is not a bool")),
@@ -48,7 +48,7 @@ pub(super) fn run(l: &Loop, operands: &[&HostArray], outer: &[i64]) -> Result<Ve
             saved.push(carries.clone());
         }
         let counter = l.has_counter().then_some(i);
-        carries = program(&l.body, params(&carries, counter, captured), outer)?;
+        carries = program(l, &l.body, params(&carries, counter, captured), outer)?;
         i += 1;
     }
 }
@@ -67,11 +67,19 @@ fn params(carries: &[HostArray], counter: Option<i64>, captured: &[&HostArray]) 
     ps
 }
 
-/// The outputs of `p` on exact-size parameters.
-fn program(p: &Program, params: Vec<HostArray>, outer: &[i64]) -> Result<Vec<HostArray>> {
+/// The outputs of `p` (a program of the loop `l`) on exact-size
+/// parameters.
+fn program(l: &Loop, p: &Program, params: Vec<HostArray>, outer: &[i64]) -> Result<Vec<HostArray>> {
     // Parameters at their exact sizes need no size arguments.
     let params = params.into_iter().map(|a| (a, Vec::new())).collect();
-    let mut values = eval::run(p, params, outer)?;
+    let mut values = eval::run(p, params, outer).map_err(|e| match e {
+        // The loop's node reports the step's pending tensors.
+        crate::Error::StepFailed { failed, source, .. } => err(
+            l.name(),
+            format!("its body failed computing {failed}: {source}"),
+        ),
+        e => e,
+    })?;
     Ok(p.outputs
         .iter()
         .map(|&o| {
