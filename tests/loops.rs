@@ -198,6 +198,19 @@ backend_test! {
         assert_eq!(f32s(&out[0]), vec![1.0, 2.0]);
         assert_eq!(f32s(&out[2]), vec![5.0, 6.0]);
         assert_eq!(f32s(&out[3]), vec![7.0, 7.0]);
+        // Results of smaller bounds are widened to the carry's: a static
+        // `[2]` and a `[<=3]` selection into `[<=8]` carries.
+        let wide = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap().mark_dynamic(0, 8);
+        let z = Tensor::from_vec(vec![3.0f32, -1.0, 4.0], &[3]).unwrap();
+        let out = fori_loop(2, &[wide.clone(), wide], |_, _| {
+            vec![y.clone(), z.masked_select(&z.gt_scalar(0.0))]
+        });
+        assert_eq!(out[0].shape_string(), "[<=8]");
+        assert_eq!(out[1].shape_string(), "[<=8]");
+        mark_step().unwrap();
+        assert_eq!(f32s(&out[0]), vec![5.0, 6.0]);
+        assert_eq!(f32s(&out[1]), vec![3.0, 4.0]);
+        assert_eq!(out[1].size(0).materialize().unwrap(), 2);
     }
 }
 
