@@ -515,3 +515,49 @@ fn a_failure_inside_a_body_names_the_loop_and_the_op() {
         mark_step().unwrap();
     });
 }
+
+backend_test! {
+    fn detach_and_no_grad_inside_a_body_stop_the_gradient_as_outside() {
+        // The same steps looped and unrolled: the gradients agree, and
+        // differ from those without the stops (so the stops count).
+        let step = |a: &Tensor, b: &Tensor, stop: bool| -> (Tensor, Tensor) {
+            let (sa, sb) = match stop {
+                true => (a.detach(), b.detach()),
+                false => (a.clone(), b.clone()),
+            };
+            let wave = match stop {
+                true => no_grad(|| a.sin()),
+                false => a.sin(),
+            };
+            (&(a * &(&sb * &sa)) + &wave, b + 1.0)
+        };
+        let grads = |stop: bool, looped: bool| -> Vec<f64> {
+            let x = Tensor::from_vec(vec![0.3f64, -0.7, 0.2], &[3]).unwrap().requires_grad(true);
+            let y = Tensor::from_vec(vec![0.5f64, 0.1, -0.4], &[3]).unwrap().requires_grad(true);
+            let out = match looped {
+                true => fori_loop(3, &[x.clone(), y.clone()], |_, c| {
+                    let (a, b) = step(&c[0], &c[1], stop);
+                    vec![a, b]
+                })[0]
+                    .clone(),
+                false => {
+                    let (mut a, mut b) = (x.clone(), y.clone());
+                    for _ in 0..3 {
+                        (a, b) = step(&a, &b, stop);
+                    }
+                    a
+                }
+            };
+            out.sum().backward();
+            mark_step().unwrap();
+            let mut g = x.grad().unwrap().to_vec::<f64>().unwrap();
+            g.extend(y.grad().map_or(vec![0.0; 3], |g| g.to_vec::<f64>().unwrap()));
+            g
+        };
+        let (looped, unrolled) = (grads(true, true), grads(true, false));
+        common::assert_close64(&looped, &unrolled, 1e-12);
+        let free = grads(false, true);
+        common::assert_close64(&free, &grads(false, false), 1e-12);
+        assert!(looped.iter().zip(&free).any(|(a, b)| (a - b).abs() > 1e-3), "{looped:?} {free:?}");
+    }
+}

@@ -23,10 +23,9 @@ use crate::dtype::DType;
 use crate::ir::check::SizeCheck;
 use crate::ir::loops::{carry_string, Loop, LoopKind};
 use crate::ir::node::{shape_string, Inputs};
-use crate::ir::program::Program;
 use crate::ir::{Node, Op};
 use crate::symint::SizeExpr;
-use crate::tensor::{enable_grad, fori_loop, loop_node, record, Tensor};
+use crate::tensor::{enable_grad, fori_loop, loop_node, no_grad, record, Tensor};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -128,7 +127,7 @@ pub(super) fn input_grads(
                     false => c.clone(),
                 }),
         );
-        let outs = enable_grad(|| instantiate(&l.body, &ps, &node.size_deps));
+        let outs = enable_grad(|| instantiate(l, &ps, &node.size_deps));
         let mut wrt: Vec<Tensor> = floats.iter().map(|&i| ps[i].clone()).collect();
         wrt.extend(wanted.iter().map(|&j| ps[k + 1 + j].clone()));
         let f_outs: Vec<Tensor> = floats.iter().map(|&i| outs[i].clone()).collect();
@@ -178,7 +177,7 @@ fn saved_carries(
         let mut ps: Vec<Tensor> = c[..k].to_vec();
         ps.push(i.clone());
         ps.extend(captured.iter().cloned());
-        let mut next = instantiate(&l.body, &ps, &node.size_deps);
+        let mut next = instantiate(l, &ps, &node.size_deps);
         let row = i.reshape(&[1]);
         next.extend((0..k).map(|j| {
             let v = c[j].to_dtype(stored(c[j].dtype())).unsqueeze(0);
@@ -196,11 +195,13 @@ fn saved_carries(
         .collect()
 }
 
-/// Records program `p` (a loop's body) on `params` as lazy ops and
-/// returns its outputs. The program's own size variables are renamed to
-/// the sizes the new operands and ops have; `outer_deps` define the
-/// sizes it reads from outside (the loop node's size dependencies).
-pub(super) fn instantiate(p: &Program, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
+/// Records the body of loop `l` on `params` as lazy ops and returns its
+/// outputs. The program's own size variables are renamed to the sizes the
+/// new operands and ops have; `outer_deps` define the sizes it reads from
+/// outside (the loop node's size dependencies). Nodes the body recorded
+/// without gradients are recorded so again.
+pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
+    let p = &l.body;
     let device = params
         .first()
         .map_or_else(crate::Device::default, |t| t.device().clone());
@@ -254,9 +255,13 @@ pub(super) fn instantiate(p: &Program, params: &[Tensor], outer_deps: &[Arc<Node
                     }
                 }
                 let inputs: Inputs = pn.inputs.iter().map(|&j| nodes[j].clone()).collect();
-                let made = match op {
+                let make = || match op {
                     Op::While(_) => loop_node(op, inputs, deps),
                     op => record(op, inputs, deps),
+                };
+                let made = match l.grad_stops.contains(&i) {
+                    true => no_grad(make),
+                    false => make(),
                 };
                 made.unwrap_or_else(|e| panic!("{e}"))
             }

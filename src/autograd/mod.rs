@@ -68,15 +68,18 @@ impl Tensor {
         no_grad(|| {
             let n = self.node();
             if n.requires_grad {
-                // A fresh node with the same op and inputs, not requiring grad.
+                // A fresh node with the same op and inputs, not requiring
+                // grad (at the same loop depth: a loop's placeholder has
+                // no inputs to take it from).
                 Tensor::from_node(
-                    Node::new(
+                    Node::with_depth(
                         n.op.clone(),
                         n.inputs.clone(),
                         n.size_deps.clone(),
                         n.dtype,
                         n.shape.clone(),
                         false,
+                        n.loop_depth,
                     ),
                     self.device(),
                 )

@@ -66,6 +66,10 @@ pub struct Loop {
     pub outer_sizes: Vec<SizeExpr>,
     /// The checks the programs make, condition first, each in node order.
     pub checks: Vec<SizeCheck>,
+    /// The body's nodes that stop gradients (recorded by `detach` or
+    /// under `no_grad` from values that carry gradients), by index: its
+    /// gradient instantiates them without gradients.
+    pub grad_stops: Vec<usize>,
     /// A `fori_loop` with a static count of at least 1 and static carries
     /// recorded for a gradient: it also returns the carries each
     /// iteration was given, stacked (`[trip, ..]` per carry), as results
@@ -283,6 +287,9 @@ pub(crate) fn escaped(op: &'static str, from: &LoopParam) -> Error {
 pub(crate) struct Traced {
     /// One program per traced root list, in order.
     pub programs: Vec<Program>,
+    /// For each program, the nodes that stop gradients (see
+    /// [`Loop::grad_stops`]).
+    pub grad_stops: Vec<Vec<usize>>,
     /// The captured values, in parameter order.
     pub captures: Vec<Arc<Node>>,
     /// Outside nodes defining variables that the programs' size arguments
@@ -352,7 +359,9 @@ pub(crate) fn trace(
     // Pass 2: one program per root list.
     let mut outer_sizes = Vec::new();
     let mut programs = Vec::with_capacity(roots.len());
+    let mut grad_stops = Vec::with_capacity(roots.len());
     for rs in roots {
+        let mut stops = Vec::new();
         let mut nodes: Vec<PNode> = params
             .iter()
             .chain(&captures)
@@ -370,7 +379,29 @@ pub(crate) fn trace(
         for (i, c) in captures.iter().enumerate() {
             index.insert(Arc::as_ptr(c), params.len() + i);
         }
+        // A placeholder's copy that gradients do not flow through
+        // (`detach`) is an identity reshape of the parameter that stops
+        // them.
+        for x in topo_order_indexed(rs.iter(), stop).0 {
+            if let Some(p) = param_of(x) {
+                if !Arc::ptr_eq(x, &params[p]) && !x.requires_grad && params[p].requires_grad {
+                    index.insert(Arc::as_ptr(x), nodes.len());
+                    stops.push(nodes.len());
+                    nodes.push(PNode {
+                        op: Op::Reshape {
+                            shape: x.shape.clone(),
+                        },
+                        inputs: vec![p],
+                        dtype: x.dtype,
+                        shape: x.shape.clone(),
+                    });
+                }
+            }
+        }
         let at = |n: &Arc<Node>, index: &FxHashMap<*const Node, usize>| -> Result<usize> {
+            if let Some(i) = index.get(&Arc::as_ptr(n)) {
+                return Ok(*i);
+            }
             if let Some(p) = param_of(n) {
                 return Ok(p);
             }
@@ -404,6 +435,14 @@ pub(crate) fn trace(
                 .iter()
                 .map(|x| at(x, &index))
                 .collect::<Result<Vec<_>>>()?;
+            // Recorded without gradients (`detach`, `no_grad`) from values
+            // that carry them.
+            let stops_here = !n.requires_grad
+                && (n.dtype.is_float() || matches!(n.op, Op::While(_)))
+                && n.inputs.iter().any(|x| x.requires_grad);
+            if stops_here {
+                stops.push(nodes.len());
+            }
             index.insert(Arc::as_ptr(n), nodes.len());
             nodes.push(PNode {
                 op: n.op.clone(),
@@ -417,6 +456,7 @@ pub(crate) fn trace(
             .map(|r| at(r, &index))
             .collect::<Result<Vec<_>>>()?;
         let vars = program_vars(&nodes, &mut outer_sizes);
+        grad_stops.push(stops);
         programs.push(Program {
             params: (0..params.len() + captures.len()).collect(),
             nodes,
@@ -427,6 +467,7 @@ pub(crate) fn trace(
     }
     Ok(Traced {
         programs,
+        grad_stops,
         captures,
         size_deps,
         outer_sizes,

@@ -258,7 +258,7 @@ fn record_loop(
     let guard = DepthGuard(depth);
     let mut dim_vars: Vec<Vec<Option<VarRef>>> = Vec::with_capacity(init.len());
     let mut params: Vec<Arc<Node>> = Vec::with_capacity(init.len() + 1);
-    for (t, n) in init.iter().zip(&init_nodes) {
+    for n in &init_nodes {
         let vars: Vec<Option<VarRef>> = n
             .shape
             .iter()
@@ -270,7 +270,10 @@ fn record_loop(
             .zip(&vars)
             .map(|(e, v)| v.clone().map_or_else(|| e.clone(), SizeExpr::var))
             .collect();
-        let grad = grad_mode::grad_enabled() && n.dtype.is_float() && t.is_requires_grad();
+        // Every float carry may carry a gradient in the body: a gradient
+        // can reach it through the loop even when its initial value needs
+        // none, and a `detach` inside the body must show.
+        let grad = grad_mode::grad_enabled() && n.dtype.is_float();
         params.push(loops::placeholder(op, n.dtype, shape, depth, grad));
         dim_vars.push(vars);
     }
@@ -321,6 +324,7 @@ fn record_loop(
     let traced = loops::trace(op, depth, &params, &roots).unwrap_or_else(|e| panic!("{e}"));
     drop((roots, params, results, cond));
 
+    let grad_stops = traced.grad_stops.last().cloned().unwrap_or_default();
     let mut programs = traced.programs.into_iter();
     let cond = match kind {
         LoopKind::While => programs.next(),
@@ -337,6 +341,7 @@ fn record_loop(
         && (init.iter().any(|t| t.is_requires_grad())
             || traced.captures.iter().any(|c| c.requires_grad));
     let lp = Loop {
+        grad_stops,
         saves_carries,
         kind,
         carries: init_nodes
