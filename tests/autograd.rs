@@ -390,8 +390,8 @@ backend_test! {
         });
         // An inner loop whose operands need no gradient when it is
         // recorded (the outer carry starts constant) but do when the outer
-        // body is differentiated: its carries are saved by running it again.
-        check("nested fori_loop, inner loop run again", &X, &[2, 3], |w| {
+        // body is differentiated.
+        check("nested fori_loop, constant inner operands", &X, &[2, 3], |w| {
             let h0 = Tensor::from_vec(vec![0.1f64, -0.2, 0.3, 0.4, -0.5, 0.6], &[2, 3]).unwrap();
             let out = fori_loop(2, &[h0], |_, c| {
                 let inner = fori_loop(2, std::slice::from_ref(&c[0]), |_, d| {

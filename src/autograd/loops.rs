@@ -4,8 +4,9 @@
 //! carries each iteration was given, stacked (`[n, ..]` per carry):
 //!
 //! 1. a loop recorded for a gradient saves them as it runs (extra
-//!    results, `Loop::saves_carries`); one recorded without (a loop
-//!    inside a body being differentiated) runs again to save them;
+//!    results, `Loop::saves_carries`), and so does a loop of a body that
+//!    the gradient instantiates; one recorded without runs again, saving
+//!    them;
 //! 2. a reverse loop over `i = n - 1, .., 0` carrying the gradients of
 //!    the carries and the sums of the captured values' gradients: each
 //!    iteration instantiates the body's program on that iteration's saved
@@ -19,7 +20,6 @@
 //! one is an error that says what to do instead.
 
 use super::vjp;
-use crate::dtype::DType;
 use crate::ir::check::SizeCheck;
 use crate::ir::loops::{carry_string, Loop, LoopKind};
 use crate::ir::node::{shape_string, Inputs};
@@ -83,21 +83,26 @@ pub(super) fn input_grads(
         }
         return out;
     }
-    let stacks: Vec<Tensor> = match l.saves_carries {
-        // Saved by the forward loop.
-        true => (k..2 * k)
-            .map(|index| {
-                let mut ins = Inputs::new();
-                ins.push(node.clone());
-                let r = record(Op::LoopResult { index }, ins, SmallVec::new())
-                    .unwrap_or_else(|e| panic!("{e}"));
-                Tensor::from_node(r, x[0].device())
-            })
-            .collect(),
-        // A loop recorded without them (a loop inside a body being
-        // differentiated): run it again, saving them.
-        false => saved_carries(l, n, node, &x[..k], captured),
+    // The forward loop's saved carries; a loop recorded without them runs
+    // again, saving them.
+    let saving = match l.saves_carries {
+        true => node.clone(),
+        false => loop_node(
+            Op::While(Arc::new(l.saving_carries())),
+            node.inputs.clone(),
+            node.size_deps.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}")),
     };
+    let stacks: Vec<Tensor> = (k..2 * k)
+        .map(|index| {
+            let mut ins = Inputs::new();
+            ins.push(saving.clone());
+            let r = record(Op::LoopResult { index }, ins, SmallVec::new())
+                .unwrap_or_else(|e| panic!("{e}"));
+            Tensor::from_node(r, x[0].device())
+        })
+        .collect();
     let nf = floats.len();
     let mut init: Vec<Tensor> = floats
         .iter()
@@ -155,51 +160,12 @@ fn grad_root(t: &Tensor) -> Tensor {
     Tensor::from_node(t.node().grad_root_copy(), t.device())
 }
 
-/// The carries each of the `n` iterations of `l` (the loop node `node`)
-/// was given, stacked: `[n, ..]` per carry, by running the loop again
-/// (Bool ones go through I64, which `index_add` takes).
-fn saved_carries(
-    l: &Loop,
-    n: i64,
-    node: &Arc<Node>,
-    init: &[Tensor],
-    captured: &[Tensor],
-) -> Vec<Tensor> {
-    let k = l.carries.len();
-    let stored = |d: DType| if d == DType::Bool { DType::I64 } else { d };
-    let mut carries: Vec<Tensor> = init.to_vec();
-    carries.extend(init.iter().map(|c| {
-        let mut shape: crate::symint::Shape = smallvec::smallvec![SizeExpr::constant(n)];
-        shape.extend(c.shape_exprs());
-        Tensor::full_exprs(shape, 0.0, stored(c.dtype()), SmallVec::new(), c.device())
-    }));
-    let res = fori_loop(n, &carries, |i, c| {
-        let mut ps: Vec<Tensor> = c[..k].to_vec();
-        ps.push(i.clone());
-        ps.extend(captured.iter().cloned());
-        let mut next = instantiate(l, &ps, &node.size_deps);
-        let row = i.reshape(&[1]);
-        next.extend((0..k).map(|j| {
-            let v = c[j].to_dtype(stored(c[j].dtype())).unsqueeze(0);
-            c[k + j].index_add(0, &row, &v)
-        }));
-        next
-    });
-    res[k..]
-        .iter()
-        .zip(init)
-        .map(|(s, c)| match c.dtype() {
-            DType::Bool => s.ne_scalar(0.0),
-            _ => s.clone(),
-        })
-        .collect()
-}
-
 /// Records the body of loop `l` on `params` as lazy ops and returns its
 /// outputs. The program's own size variables are renamed to the sizes the
 /// new operands and ops have; `outer_deps` define the sizes it reads from
 /// outside (the loop node's size dependencies). Nodes the body recorded
-/// without gradients are recorded so again.
+/// without gradients are recorded so again; the body's loops that
+/// gradients flow through save their carries.
 pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
     let p = &l.body;
     let device = params
@@ -255,6 +221,14 @@ pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>])
                     }
                 }
                 let inputs: Inputs = pn.inputs.iter().map(|&j| nodes[j].clone()).collect();
+                if let Op::While(inner) = &op {
+                    if !inner.saves_carries
+                        && inner.can_save_carries()
+                        && inputs.iter().any(|n| n.requires_grad)
+                    {
+                        op = Op::While(Arc::new(inner.saving_carries()));
+                    }
+                }
                 let make = || match op {
                     Op::While(_) => loop_node(op, inputs, deps),
                     op => record(op, inputs, deps),

@@ -70,10 +70,10 @@ pub struct Loop {
     /// under `no_grad` from values that carry gradients), by index: its
     /// gradient instantiates them without gradients.
     pub grad_stops: Vec<usize>,
-    /// A `fori_loop` with a static count of at least 1 and static carries
-    /// recorded for a gradient: it also returns the carries each
-    /// iteration was given, stacked (`[trip, ..]` per carry), as results
-    /// `carries.len()..` (see `autograd::loops`).
+    /// A loop that [can](Loop::can_save_carries) and is recorded for a
+    /// gradient (outside any body), or instantiated by one: it also
+    /// returns the carries each iteration was given, stacked (`[trip, ..]`
+    /// per carry), as results `carries.len()..` (see `autograd::loops`).
     pub saves_carries: bool,
 }
 
@@ -162,6 +162,24 @@ impl Loop {
     /// loop saves them.
     pub fn results(&self) -> usize {
         self.carries.len() * (1 + self.saves_carries as usize)
+    }
+
+    /// True when the loop could save its carries (`saves_carries`): a
+    /// `fori_loop` with a static count of at least 1 and static carries.
+    pub fn can_save_carries(&self) -> bool {
+        matches!(self.kind, LoopKind::Fori { trip: Some(n) } if n > 0)
+            && self
+                .carries
+                .iter()
+                .all(|c| c.dims.iter().all(|d| !d.is_dynamic()))
+    }
+
+    /// This loop, saving its carries.
+    pub fn saving_carries(&self) -> Loop {
+        Loop {
+            saves_carries: true,
+            ..self.clone()
+        }
     }
 
     /// The static trip count of a loop that saves its carries.

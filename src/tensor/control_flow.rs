@@ -333,16 +333,9 @@ fn record_loop(
     let body = programs.next().expect("a body program");
     let mut checks: Vec<_> = cond.iter().flat_map(|c| c.checks()).collect();
     checks.extend(body.checks());
-    // A loop recorded for a gradient saves the carries of each iteration
-    // for the backward pass (as JAX's scan saves its residuals).
-    let saves_carries = matches!(kind, LoopKind::Fori { trip: Some(n) } if n > 0)
-        && grad_mode::grad_enabled()
-        && init_nodes.iter().all(|n| !n.is_dynamic())
-        && (init.iter().any(|t| t.is_requires_grad())
-            || traced.captures.iter().any(|c| c.requires_grad));
-    let lp = Loop {
+    let mut lp = Loop {
         grad_stops,
-        saves_carries,
+        saves_carries: false,
         kind,
         carries: init_nodes
             .iter()
@@ -355,6 +348,15 @@ fn record_loop(
         outer_sizes: traced.outer_sizes,
         checks,
     };
+    // A loop recorded for a gradient saves the carries of each iteration
+    // for the backward pass, as JAX's scan saves its residuals. Inside a
+    // body it does not: a gradient instantiates the body anew (with
+    // saving loops), and this one's stacks would go unused.
+    lp.saves_carries = depth == 1
+        && lp.can_save_carries()
+        && grad_mode::grad_enabled()
+        && (init.iter().any(|t| t.is_requires_grad())
+            || traced.captures.iter().any(|c| c.requires_grad));
     let mut inputs: Inputs = init.iter().map(|t| t.input_node()).collect();
     inputs.extend(trip.map(|t| t.input_node()));
     inputs.extend(traced.captures);
