@@ -209,6 +209,13 @@ fn main() {
         theirs.exe.num_outputs(),
         dir.display()
     );
+    // `LOWERING_ONLY=lazyxla|jax`: run one side alone (for `perf`).
+    if let Ok(side) = std::env::var("LOWERING_ONLY") {
+        let p = if side == "jax" { &theirs } else { &ours };
+        let (wall, cpu) = run(p, rounds * n);
+        println!("ONLY {side}: {wall:.3} ms, {cpu:.3} CPU ms per execution");
+        return;
+    }
     // Warm-up: XLA's thread pool, caches, the first-use allocations.
     run(&ours, n);
     run(&theirs, n);

@@ -342,9 +342,21 @@ impl Ctx<'_> {
             Op::Convolution(cv) => self.in_f32(&ins, &ty, |c, ins, ty| {
                 c.convolution(&ins[0], &ins[1], cv, ty)
             }),
-            Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
+            Op::IndexSelect { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_select(&ins[0], &ins[1], *dim, &ty)
+                } else {
+                    self.index_select(&ins[0], &ins[1], *dim, &ty)
+                }
+            }
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
-            Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::IndexAdd { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                } else {
+                    self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                }
+            }
             Op::Scatter { dim, mode } => self.scatter(&ins[0], &ins[1], &ins[2], *dim, *mode, &ty),
             Op::Argsort {
                 dim,
