@@ -89,6 +89,9 @@ enum Step {
     /// Operand, kind: `x . x^T`, `x^T . x`, a batch times `x`, `x^T`
     /// times a batch.
     MatMul(usize, u8),
+    /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
+    /// ones too); odd lengths rejoin the rest with `cat`.
+    Slice(usize, u8, u8),
     /// A device loop over the operand: a static count, a data-dependent
     /// one, a shrinking or a growing dynamic carry.
     Loop(usize, u8),
@@ -135,6 +138,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
+        (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]
 }
@@ -301,6 +305,19 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
             x.index_select(0, &idx)
         }
         Step::PadToBound(a) => pick(a).pad_to_bound(-1.0),
+        Step::Slice(a, s, l) => {
+            let x = pick(a);
+            if x.rank() == 0 {
+                return x;
+            }
+            let (s, l) = (*s as usize, *l as usize);
+            let part = x.slice(0, s..s + l);
+            if l % 2 == 0 {
+                part
+            } else {
+                Tensor::cat(&[&part, &x.slice(0, s + l..)], 0)
+            }
+        }
         Step::Where(a, b) => {
             let (x, y) = (float(&pick(a)), float(&pick(b)));
             x.gt_scalar(threshold(0.0)).where_cond(&x, &y)
