@@ -160,6 +160,15 @@ fn apply(op: &str) -> Option<()> {
             let x = m.unsqueeze(1).unsqueeze(1); // [<=6, 1, 1, 2]
             x.upsample_nearest2d((2, 3)).sum() + x.upsample_bilinear2d((3, 4), true).sum()
         }
+        "box_iou" | "roi_align" => {
+            // <=6 boxes, as boxes and as RoIs of image 0.
+            let b = Tensor::cat(&[&m, &(&m + 1.0)], 1); // [<=6, 4]
+            let rois = Tensor::cat(&[&v.zeros_like().unsqueeze(1), &b], 1); // [<=6, 5]
+            let feats = Tensor::ones(&[1, 2, 4, 4], lazyxla::DType::F32);
+            lazyxla::vision::box_iou(&b, &b).sum()
+                + lazyxla::vision::roi_align(&feats, &rois, (2, 2), 1.0, 2, false).sum()
+                + lazyxla::vision::roi_align(&feats, &rois, (1, 3), 0.5, 0, true).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" => v.narrow(0, 0, 1).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

@@ -73,11 +73,13 @@ fn image_dims(op: &'static str, input: &Tensor) -> (usize, usize, usize, usize) 
     let dims: Vec<usize> = (0..4)
         .map(|d| match input.size(d).as_static() {
             Some(v) => v as usize,
-            None => misuse(
-                op,
-                format!(
-                    "input's dimension {d} is dynamic (shape {shape}); the features must be static: call pad_to_bound(0.0) first"
-                ),
+            None => panic!(
+                "{}",
+                Error::DynamicUnsupported {
+                    op,
+                    dim: d,
+                    shape: shape.clone()
+                }
             ),
         })
         .collect();
