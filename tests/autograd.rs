@@ -160,6 +160,15 @@ backend_test! {
             let s = x.masked_select(&mask());
             Tensor::cat(&[&s, &s.exp()], 0)
         });
+        // Slices of a `[<=6]` selection (4 real): clamped, past the end
+        // (nothing), and a checked narrow.
+        check("slice_dynamic", &X, &[2, 3], |x| x.masked_select(&mask()).slice(0, 1..3).exp());
+        check("slice_dynamic_clamped", &X, &[2, 3], |x| x.masked_select(&mask()).slice(0, 2..).square());
+        check("slice_dynamic_empty", &X, &[2, 3], |x| {
+            let s = x.masked_select(&mask());
+            Tensor::cat(&[&s.slice(0, 5..), &s.slice(0, ..1)], 0)
+        });
+        check("narrow_dynamic", &X, &[2, 3], |x| x.masked_select(&mask()).narrow(0, 1, 2).exp());
     }
 }
 

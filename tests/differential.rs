@@ -94,6 +94,9 @@ enum Step {
     /// against fixed boxes, `roi_align` of fixed features); the number
     /// picks the op and its options.
     Vision(usize, u8),
+    /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
+    /// ones too); odd lengths rejoin the rest with `cat`.
+    Slice(usize, u8, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -137,7 +140,8 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
-        (i, 0u8..8).prop_map(|(a, k)| Step::Vision(a, k)),
+        (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Vision(a, k)),
+        (i, 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
     ]
 }
 
@@ -303,6 +307,19 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
             x.index_select(0, &idx)
         }
         Step::PadToBound(a) => pick(a).pad_to_bound(-1.0),
+        Step::Slice(a, s, l) => {
+            let x = pick(a);
+            if x.rank() == 0 {
+                return x;
+            }
+            let (s, l) = (*s as usize, *l as usize);
+            let part = x.slice(0, s..s + l);
+            if l % 2 == 0 {
+                part
+            } else {
+                Tensor::cat(&[&part, &x.slice(0, s + l..)], 0)
+            }
+        }
         Step::Where(a, b) => {
             let (x, y) = (float(&pick(a)), float(&pick(b)));
             x.gt_scalar(threshold(0.0)).where_cond(&x, &y)

@@ -170,7 +170,7 @@ fn apply(op: &str) -> Option<()> {
                 + lazyxla::vision::roi_align(&feats, &rois, (1, 3), 0.5, 0, true).sum()
         }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
-        "narrow" => v.narrow(0, 0, 1).sum(),
+        "narrow" | "slice" => v.narrow(0, 0, 1).sum() + m.slice(0, 1..3).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
         "mark_dynamic_as" => {
             let other = Tensor::from_vec(vec![0.0f32; 3], &[3])

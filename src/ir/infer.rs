@@ -287,25 +287,8 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             arity(1)?;
             let x = &inputs[0];
             check_dim(name, *dim, &x.shape)?;
-            let size = &x.shape[*dim];
-            let Some(n) = size.as_const() else {
-                return Err(Error::DynamicUnsupported {
-                    op: "narrow",
-                    dim: *dim,
-                    shape: shape_string(&x.shape),
-                });
-            };
-            if start + len > n as usize {
-                return Err(Error::shape(
-                    "narrow",
-                    format!(
-                        "start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})",
-                        shape_string(&x.shape)
-                    ),
-                ));
-            }
             let mut out = x.shape.clone();
-            out[*dim] = SizeExpr::constant(*len as i64);
+            out[*dim] = slice_size(&x.shape, *dim, *start, *len)?;
             Ok((x.dtype, out))
         }
         Op::Concat { dim } => {
@@ -762,6 +745,37 @@ pub(crate) fn size_mismatch(
             rhs: describe(y),
             lhs_shape: shape_string(xs),
             rhs_shape: shape_string(ys),
+        }
+    }
+}
+
+/// The size of `len` elements from `start` along `dim`: exactly `len` on
+/// a static dim (where running past the end is an error), and on a
+/// dynamic dim the real elements from `start`, at most `len` (Python's
+/// `x[start:start + len]`, which clamps).
+fn slice_size(shape: &[SizeExpr], dim: usize, start: usize, len: usize) -> Result<SizeExpr> {
+    let size = &shape[dim];
+    let (start_e, end_e) = (
+        SizeExpr::constant(start as i64),
+        SizeExpr::constant(start.saturating_add(len) as i64),
+    );
+    match size.as_const() {
+        Some(n) if start.saturating_add(len) > n as usize => Err(Error::shape(
+            "narrow",
+            format!(
+                "start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})",
+                shape_string(shape)
+            ),
+        )),
+        Some(_) => Ok(SizeExpr::constant(len as i64)),
+        None if start as i64 >= size.hi() => Ok(SizeExpr::constant(0)),
+        None => {
+            let real = size.minimum(&end_e).sub(&start_e);
+            Ok(if real.lo() >= 0 {
+                real
+            } else {
+                real.maximum(&SizeExpr::constant(0))
+            })
         }
     }
 }

@@ -201,7 +201,10 @@ pub enum Op {
         /// The permutation.
         perm: Vec<usize>,
     },
-    /// One operand, `len` elements from `start` along a static `dim`.
+    /// One operand, `len` elements from `start` along `dim`. Along a
+    /// dynamic dim, the real elements from `start`, at most `len` (as
+    /// Python's `x[start:start + len]`, which clamps): the result is
+    /// dynamic, bounded by `min(len, bound - start)`.
     Slice {
         /// The dimension.
         dim: usize,

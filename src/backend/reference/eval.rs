@@ -151,7 +151,12 @@ pub(super) fn run(
                     map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
                 }
                 Op::Slice { dim, start, len } => {
-                    map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
+                    // Exact sizes: a dynamic dim clamps (see `Op::Slice`).
+                    map_host_array!(ins[0], a => {
+                        let n = a.shape()[*dim];
+                        let from = (*start).min(n);
+                        a.slice_axis(Axis(*dim), ndarray::Slice::from(from..start.saturating_add(*len).min(n))).to_owned()
+                    })
                 }
                 Op::Concat { dim } => concat(&ins, *dim)?,
                 Op::Reverse { dims: ds } => map_host_array!(ins[0], a => {

@@ -309,14 +309,7 @@ impl Ctx<'_> {
                 let sizes: Vec<Option<V>> = perm.iter().map(|&p| sizes[p].clone()).collect();
                 self.redyn(out, &ty, &sizes)
             }
-            Op::Slice { dim, start, len } => {
-                let sizes = self.sizes_of(&ins[0]);
-                let x = self.padded(&ins[0], None);
-                let out = self
-                    .b
-                    .slice(&x, *dim, *start as i64, (*start + *len) as i64);
-                self.redyn(out, &ty, &sizes)
-            }
+            Op::Slice { dim, start, .. } => self.slice(&ins[0], *dim, *start, &ty),
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
             Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
@@ -453,6 +446,24 @@ impl Ctx<'_> {
 
     // ----- shape ops -----
 
+    /// `ty.dims[dim]` elements of the padded `x` from `start` (clamped to
+    /// the bound). Along a dynamic dim of real size `n` the result holds
+    /// `n - start` clamped to `[0, ty.dims[dim]]` (what `redyn` clamps
+    /// to), which is `Op::Slice`'s `max(0, min(n - start, len))`.
+    fn slice(&mut self, x: &V, dim: usize, start: usize, ty: &Ty) -> V {
+        let mut sizes = self.sizes_of(x);
+        let xs = self.padded(x, None);
+        let from = (start as i64).min(x.ty.dims[dim]);
+        let out = self.b.slice(&xs, dim, from, from + ty.dims[dim]);
+        if let Some(n) = sizes[dim].take() {
+            if ty.dynamic[dim] {
+                let start = self.b.i32c(start as i64);
+                sizes[dim] = Some(self.b.bin("subtract", &n, &start));
+            }
+        }
+        self.redyn(out, ty, &sizes)
+    }
+
     fn concat(&mut self, ins: &[V], dim: usize, ty: &Ty) -> V {
         let mut sizes = self.sizes_of(&ins[0]);
         let parts: Vec<V> = ins.iter().map(|x| self.padded(x, None)).collect();
@@ -461,20 +472,28 @@ impl Ctx<'_> {
             let out = self.b.concat(&refs, dim, ty.bound());
             return self.redyn(out, ty, &sizes);
         }
-        // Along a dynamic dim: write each part at the running real offset.
-        // Each start is at most the sum of the earlier bounds, so it never
-        // gets clamped; a part's padding is overwritten by the next part.
+        // Along a dynamic dim: write each part at the running real offset
+        // into a buffer as long as the parts' bounds together, so that no
+        // start is ever clamped (the result's bound may be smaller: its
+        // size expression can simplify, as `min(1, n) + .. = n`); a part's
+        // padding is overwritten by the next part.
+        let total: i64 = parts.iter().map(|p| p.ty.dims[dim]).sum();
+        let mut wide = ty.bound();
+        wide.dims[dim] = wide.dims[dim].max(total);
         let zero = self.b.scalar(0.0, ty.elt);
-        let mut out = self.b.fill(&zero, ty);
+        let mut out = self.b.fill(&zero, &wide);
         let mut offset = self.b.i32c(0);
         for (x, p) in ins.iter().zip(&parts) {
             let mut starts: Vec<V> = (0..ty.rank()).map(|_| self.b.i32c(0)).collect();
             starts[dim] = offset.clone();
             let mut args: Vec<&V> = vec![&out, p];
             args.extend(starts.iter());
-            out = self.b.op("dynamic_update_slice", &args, "", ty.bound());
+            out = self.b.op("dynamic_update_slice", &args, "", wide.clone());
             let n = self.b.get_size(x, dim);
             offset = self.b.bin("add", &offset, &n);
+        }
+        if wide.dims[dim] > ty.dims[dim] {
+            out = self.b.slice(&out, dim, 0, ty.dims[dim]);
         }
         sizes[dim] = Some(offset);
         self.redyn(out, ty, &sizes)
