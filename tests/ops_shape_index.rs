@@ -427,3 +427,27 @@ backend_test! {
         assert_eq!(x.sum().item::<f32>().unwrap(), 15.0);
     }
 }
+
+backend_test! {
+    fn index_select_of_a_count_is_a_prefix_without_gather_or_scatter() {
+        // base [3, 6, 2] indexed along dim 1 by arange(s), s = 4 of at most
+        // 6 (the dynamic Embedding's way of keeping its real rows): the
+        // prefix, and backwards the gradient added into the prefix only.
+        let bv: Vec<f32> = (0..36).map(|i| i as f32 * 0.5 - 4.0).collect();
+        let base = Tensor::from_vec(bv.clone(), &[3, 6, 2]).unwrap().requires_grad(true);
+        let len = Tensor::from_vec(vec![1i64; 4], &[4]).unwrap().mark_dynamic(0, 6);
+        let idx = Tensor::arange_sym(&len.size(0));
+        let y = base.index_select(1, &idx);
+        assert_eq!(y.size(1).to_string(), "<=6");
+        let loss = (&y * &y).sum();
+        loss.backward();
+        let g = base.grad().expect("a gradient");
+        let hlo = lazyxla::debug::stablehlo_text(&[&y, &loss, &g]).unwrap();
+        assert!(!hlo.contains("stablehlo.gather") && !hlo.contains("stablehlo.scatter"), "{hlo}");
+        lazyxla::mark_step().unwrap();
+        let want_y: Vec<f32> = (0..3).flat_map(|i| bv[i * 12..i * 12 + 8].to_vec()).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), want_y);
+        let want_g: Vec<f32> = (0..36).map(|k| if k % 12 < 8 { 2.0 * bv[k] } else { 0.0 }).collect();
+        assert_eq!(g.to_vec::<f32>().unwrap(), want_g);
+    }
+}

@@ -80,6 +80,11 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// Another handle on an existing client (its executables hand theirs out).
+    pub(super) fn from_inner(inner: Arc<ClientInner>) -> Client {
+        Client { inner }
+    }
+
     /// Creates a client with no options (`PJRT_Client_Create`).
     pub fn new(plugin: Arc<Plugin>) -> Result<Client, PjrtError> {
         let create = api_fn!(plugin, PJRT_Client_Create)?;

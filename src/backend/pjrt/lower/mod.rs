@@ -38,6 +38,7 @@ mod emit;
 mod index;
 mod math;
 mod reduce;
+mod shared_fill;
 mod sizes;
 mod sort;
 mod window;
@@ -82,6 +83,9 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
+    /// Values whose padding is zero along the listed dims
+    /// (`shared_fill`), by SSA name.
+    pub(super) zeroed: HashMap<String, Vec<usize>>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -108,6 +112,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         var_vals: HashMap::new(),
         var_args: Vec::new(),
         checks: Vec::new(),
+        zeroed: HashMap::new(),
     };
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -156,8 +161,12 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         ctx.params.insert(p, v);
     }
 
-    for i in 0..program.nodes.len() {
-        let v = ctx.node(i)?;
+    let zero_once = shared_fill::zero_once(program);
+    for (i, zero) in zero_once.iter().enumerate() {
+        let mut v = ctx.node(i)?;
+        if let Some(dims) = zero {
+            v = ctx.zero_padding_once(v, dims);
+        }
         ctx.values[i] = Some(v);
     }
 
@@ -326,9 +335,21 @@ impl Ctx<'_> {
             Op::Convolution(cv) => self.in_f32(&ins, &ty, |c, ins, ty| {
                 c.convolution(&ins[0], &ins[1], cv, ty)
             }),
-            Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
+            Op::IndexSelect { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_select(&ins[0], &ins[1], *dim, &ty)
+                } else {
+                    self.index_select(&ins[0], &ins[1], *dim, &ty)
+                }
+            }
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
-            Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::IndexAdd { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                } else {
+                    self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                }
+            }
             Op::Scatter { dim, mode } => self.scatter(&ins[0], &ins[1], &ins[2], *dim, *mode, &ty),
             Op::Argsort {
                 dim,
