@@ -74,6 +74,7 @@ pub use host::Element;
 pub use tensor::no_grad;
 
 pub use tensor::sync::mark_step;
+pub use tensor::{fori_loop, while_loop, TripCount};
 pub use tensor::{DimIndex, SymBool, SymInt, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.

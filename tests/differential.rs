@@ -7,8 +7,9 @@
 //! pooling and scans, `matmul` (a batch times a matrix on either side,
 //! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
-//! upsampling), and the vision ops (`box_iou`, `roi_align` on boxes from
-//! a pool operand, maybe dynamic), are built once per device
+//! upsampling, device loops), and the vision ops (`box_iou`,
+//! `roi_align` on boxes from a pool operand, maybe dynamic), are built
+//! once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -32,12 +33,15 @@
 //! `LAZYXLA_REQUIRE_PJRT=1`, see `common`).
 
 mod common;
+#[path = "differential/loop_steps.rs"]
+mod loop_steps;
 #[path = "differential/model_steps.rs"]
 mod model_steps;
 #[path = "differential/vision_steps.rs"]
 mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
+use loop_steps::looped;
 use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 use vision_steps::vision;
@@ -97,6 +101,9 @@ enum Step {
     /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
     /// ones too); odd lengths rejoin the rest with `cat`.
     Slice(usize, u8, u8),
+    /// A device loop over the operand: a static count, a data-dependent
+    /// one, a shrinking or a growing dynamic carry.
+    Loop(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -141,7 +148,8 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
         (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Vision(a, k)),
-        (i, 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
+        (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
+        (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]
 }
 
@@ -350,6 +358,7 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
         }
         Step::MatMul(a, k) => matmuls(&float(&pick(a)), *k),
         Step::Vision(a, k) => vision(&pick(a), *k),
+        Step::Loop(a, k) => looped(&float(&pick(a)), *k),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
             let x = pick(a);
@@ -837,4 +846,43 @@ fn model_ops_in_dynamic_zones() {
         assert!(text.contains(op), "{op} missing:\n{text}");
     }
     check_fixed(spec);
+}
+
+/// The loop steps on a `mark_dynamic` input and a masked selection: each
+/// kind applies (the program holds a `fori_loop` or `while_loop` per
+/// step) and both backends agree, a dynamic carry compared with a
+/// captured operand of another size (a check inside the body) included.
+#[test]
+fn loops_in_dynamic_zones() {
+    let loops = |bound_k: u8| Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![1, -2, 3, 0, 4, -1],
+        b: vec![0, 1, 2, -2, 0, 3],
+        dynamic_input: Some(1),
+        steps: vec![
+            // Pool: 0 = a [<=4, 2], 1 = b [3, 2], 2 = masked_select(1).
+            Step::MaskedSelect(1, -1),
+            Step::Loop(0, 0),
+            Step::Loop(1, 1),
+            Step::Loop(2, 2),
+            Step::Loop(0, 2),
+            Step::Loop(1, 3 + bound_k),
+            Step::Loop(2, 0),
+            Step::Loop(2, 1),
+        ],
+    };
+    for (bound_k, fails) in [(0, true), (4, false)] {
+        let spec = loops(bound_k);
+        let ir = ops_in(&spec);
+        assert_eq!(ir.matches("= fori_loop").count(), 3, "{ir}");
+        assert_eq!(ir.matches("= while_loop").count(), 4, "{ir}");
+        // Three rows into a bound of 2 fail the step; a bound of 3 holds.
+        let result = {
+            let _g = common::lock();
+            Device::reference().scoped(|| evaluate(&spec))
+        };
+        assert_eq!(result.is_err(), fails, "{:?}", result.err());
+        check_fixed(spec);
+    }
 }

@@ -169,6 +169,18 @@ fn apply(op: &str) -> Option<()> {
                 + lazyxla::vision::roi_align(&feats, &rois, (2, 2), 1.0, 2, false).sum()
                 + lazyxla::vision::roi_align(&feats, &rois, (1, 3), 0.5, 0, true).sum()
         }
+        "fori_loop" | "while_loop" => {
+            // A dynamic carry that keeps its size, one that shrinks, and
+            // a dynamic captured value.
+            let kept = lazyxla::fori_loop(2, std::slice::from_ref(&m), |_, c| vec![&c[0] * &m]);
+            let shrunk = lazyxla::while_loop(
+                &[v.clone(), Tensor::scalar(0i64)],
+                |c| c[1].lt_scalar(2.0),
+                |c| vec![c[0].masked_select(&c[0].gt_scalar(1.0)), &c[1] + 1],
+            );
+            kept[0].sum() + shrunk[0].sum()
+        }
+        "with_bound" => Tensor::cat(&[&v, &v], 0).with_bound(0, 8).sum(),
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" | "slice" => v.narrow(0, 0, 1).sum() + m.slice(0, 1..3).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
