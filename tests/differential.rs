@@ -8,8 +8,8 @@
 //! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
 //! upsampling, device loops), and the vision ops (`box_iou`,
-//! `roi_align` on boxes from a pool operand, maybe dynamic), are built
-//! once per device
+//! `roi_align`, `nms`, `batched_nms` on boxes from a pool operand, maybe
+//! dynamic), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -95,8 +95,8 @@ enum Step {
     /// times a batch.
     MatMul(usize, u8),
     /// A vision op on boxes built from the operand's rows (`box_iou`
-    /// against fixed boxes, `roi_align` of fixed features); the number
-    /// picks the op and its options.
+    /// against fixed boxes, `roi_align` of fixed features, `nms` and
+    /// `batched_nms`); the number picks the op and its options.
     Vision(usize, u8),
     /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
     /// ones too); odd lengths rejoin the rest with `cat`.
@@ -147,7 +147,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
-        (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Vision(a, k)),
+        (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]

@@ -181,6 +181,14 @@ fn apply(op: &str) -> Option<()> {
             kept[0].sum() + shrunk[0].sum()
         }
         "with_bound" => Tensor::cat(&[&v, &v], 0).with_bound(0, 8).sum(),
+        "nms" | "batched_nms" => {
+            // <=6 boxes scored by their values; classes from a threshold.
+            let b = Tensor::cat(&[&m, &(&m + 1.0)], 1); // [<=6, 4]
+            let classes = v.gt_scalar(1.0).to_dtype(lazyxla::DType::I64);
+            let keep = lazyxla::vision::nms(&b, &v, 0.5);
+            let kept = lazyxla::vision::batched_nms(&b, &v, &classes, 0.5);
+            keep.to_dtype(lazyxla::DType::F32).sum() + kept.to_dtype(lazyxla::DType::F32).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" | "slice" => v.narrow(0, 0, 1).sum() + m.slice(0, 1..3).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

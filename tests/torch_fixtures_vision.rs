@@ -74,3 +74,28 @@ backend_test! {
         }
     }
 }
+
+backend_test! {
+    fn nms() {
+        let fx = Fixture::load("vision");
+        for c in fx.cases("nms") {
+            let keep = vision::nms(&c.tensor("boxes"), &c.tensor("scores"), c.f64("iou"));
+            c.check("keep", &keep);
+        }
+    }
+}
+
+backend_test! {
+    fn batched_nms() {
+        let fx = Fixture::load("vision");
+        for c in fx.cases("batched_nms") {
+            let keep = vision::batched_nms(
+                &c.tensor("boxes"),
+                &c.tensor("scores"),
+                &c.tensor("classes"),
+                c.f64("iou"),
+            );
+            c.check("keep", &keep);
+        }
+    }
+}

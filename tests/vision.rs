@@ -369,3 +369,185 @@ backend_test! {
         assert!(m.contains("box_iou") && m.contains("f64"), "{m}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// nms, batched_nms
+// ---------------------------------------------------------------------------
+
+/// Greedy NMS as torchvision's CPU kernel defines it: a stable sort by
+/// decreasing score, float32 IoUs compared with the float64 threshold,
+/// within classes when given.
+fn nms_naive(boxes: &[[f32; 4]], scores: &[f32], classes: Option<&[i64]>, thr: f64) -> Vec<i64> {
+    let n = boxes.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| scores[b].partial_cmp(&scores[a]).unwrap());
+    let area = |b: &[f32; 4]| (b[2] - b[0]) * (b[3] - b[1]);
+    let mut suppressed = vec![false; n];
+    let mut keep = Vec::new();
+    for (p, &i) in order.iter().enumerate() {
+        if suppressed[i] {
+            continue;
+        }
+        keep.push(i as i64);
+        for &j in &order[p + 1..] {
+            if suppressed[j] || classes.is_some_and(|c| c[i] != c[j]) {
+                continue;
+            }
+            let (a, b) = (&boxes[i], &boxes[j]);
+            let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
+            let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
+            let inter = w * h;
+            let iou = inter / (area(a) + area(b) - inter);
+            if iou as f64 > thr {
+                suppressed[j] = true;
+            }
+        }
+    }
+    keep
+}
+
+/// `n` random boxes in a `size`-wide square and their scores; scores on a
+/// coarse grid, so that ties occur.
+fn random_detections(g: &mut Lcg, n: usize, size: f32) -> (Vec<[f32; 4]>, Vec<f32>) {
+    let boxes = (0..n)
+        .map(|_| {
+            let v = g.floats(4);
+            let (x, y) = (v[0] * size, v[1] * size);
+            [
+                x,
+                y,
+                x + 1.0 + v[2] * size * 0.4,
+                y + 1.0 + v[3] * size * 0.4,
+            ]
+        })
+        .collect();
+    let scores = (0..n).map(|_| (g.next() % 20) as f32 / 20.0).collect();
+    (boxes, scores)
+}
+
+fn boxes_tensor(boxes: &[[f32; 4]]) -> Tensor {
+    Tensor::from_vec(boxes.iter().flatten().copied().collect(), &[boxes.len(), 4]).unwrap()
+}
+
+backend_test! {
+    fn nms_hand_cases() {
+        // IoU exactly 0.5 is kept at threshold 0.5; 0.8 is not.
+        let boxes = boxes_tensor(&[[0.0, 0.0, 3.0, 1.0], [1.0, 0.0, 4.0, 1.0], [0.0, 0.0, 3.0, 1.25]]);
+        let scores = Tensor::from_vec(vec![0.9f32, 0.8, 0.7], &[3]).unwrap();
+        let keep = vision::nms(&boxes, &scores, 0.5);
+        assert_eq!(keep.shape_string(), "[<=3]");
+        assert_eq!(keep.dtype(), DType::I64);
+        assert_eq!(keep.to_vec::<i64>().unwrap(), vec![0, 1]);
+        // Equal scores: the lower index wins.
+        let same = boxes_tensor(&[[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]);
+        let tied = Tensor::from_vec(vec![0.5f32, 0.7, 0.7], &[3]).unwrap();
+        assert_eq!(vision::nms(&same, &tied, 0.5).to_vec::<i64>().unwrap(), vec![1]);
+        // The float32 IoU 3/10 lies above the float64 threshold 0.3.
+        let b = boxes_tensor(&[[0.0, 0.0, 5.0, 1.0], [2.0, 0.0, 10.0, 1.0]]);
+        let s = Tensor::from_vec(vec![0.9f32, 0.8], &[2]).unwrap();
+        assert_eq!(vision::nms(&b, &s, 0.3).to_vec::<i64>().unwrap(), vec![0]);
+        assert_eq!(vision::nms(&b, &s, 0.30000002).to_vec::<i64>().unwrap(), vec![0, 1]);
+        // f64 boxes compare in f64: 3/10 is not above 0.3.
+        let b64 = b.to_dtype(DType::F64);
+        let s64 = s.to_dtype(DType::F64);
+        assert_eq!(vision::nms(&b64, &s64, 0.3).to_vec::<i64>().unwrap(), vec![0, 1]);
+        // Boxes that require grad (an RPN's regressed proposals): the
+        // indices carry none, the kept boxes' rows get theirs.
+        let p = boxes.requires_grad(true);
+        let keep = vision::nms(&p, &scores, 0.5);
+        (p.index_select(0, &keep) * 2.0).sum().backward();
+        let g = p.grad().unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(g, [vec![2.0; 8], vec![0.0; 4]].concat());
+        // No boxes.
+        let none = vision::nms(&Tensor::zeros(&[0, 4], DType::F32), &Tensor::zeros(&[0], DType::F32), 0.5);
+        assert_eq!(none.to_vec::<i64>().unwrap(), Vec::<i64>::new());
+    }
+}
+
+backend_test! {
+    /// Random detections (with tied scores) against the scalar greedy
+    /// NMS, several thresholds, with and without classes.
+    fn nms_matches_the_scalar_oracle() {
+        let mut g = Lcg(17);
+        for (n, thr) in [(30, 0.5), (64, 0.3), (50, 0.7), (12, 0.0)] {
+            let (b, s) = random_detections(&mut g, n, 20.0);
+            let (bt, st) = (boxes_tensor(&b), Tensor::from_vec(s.clone(), &[n]).unwrap());
+            assert_eq!(vision::nms(&bt, &st, thr).to_vec::<i64>().unwrap(), nms_naive(&b, &s, None, thr), "n={n} thr={thr}");
+            let classes: Vec<i64> = (0..n).map(|_| (g.next() % 3) as i64 + 10).collect();
+            let ct = Tensor::from_vec(classes.clone(), &[n]).unwrap();
+            assert_eq!(
+                vision::batched_nms(&bt, &st, &ct, thr).to_vec::<i64>().unwrap(),
+                nms_naive(&b, &s, Some(&classes), thr),
+                "batched n={n} thr={thr}"
+            );
+        }
+    }
+}
+
+backend_test! {
+    /// Boxes and scores from one mask (`[<=40, 4]`, `[<=40]`, one size):
+    /// the kept indices are positions among the selected boxes, padding
+    /// is never kept, and several selections compile once.
+    fn nms_dynamic_inputs_compile_once() {
+        let mut g = Lcg(23);
+        let (b, s) = random_detections(&mut g, 40, 15.0);
+        let bt = boxes_tensor(&b);
+        let st = Tensor::from_vec(s.clone(), &[40]).unwrap();
+        let compiles_before = metrics::counter("UncachedCompile");
+        for step in 0..4 {
+            let pick: Vec<bool> = (0..40).map(|i| (i * 7 + step * 3) % 5 < 2 + step % 3).collect();
+            let mask = Tensor::from_vec(pick.clone(), &[40]).unwrap();
+            let rows = mask.nonzero().squeeze(1);
+            let (boxes, scores) = (bt.index_select(0, &rows), st.masked_select(&mask));
+            let keep = vision::nms(&boxes, &scores, 0.4);
+            assert_eq!(keep.shape_string(), "[<=40]");
+            let kept_boxes = boxes.index_select(0, &keep);
+            mark_step().unwrap();
+            let sub_b: Vec<[f32; 4]> = b.iter().zip(&pick).filter(|(_, p)| **p).map(|(x, _)| *x).collect();
+            let sub_s: Vec<f32> = s.iter().zip(&pick).filter(|(_, p)| **p).map(|(x, _)| *x).collect();
+            let want = nms_naive(&sub_b, &sub_s, None, 0.4);
+            assert_eq!(keep.to_vec::<i64>().unwrap(), want, "step {step}");
+            let want_boxes: Vec<f32> = want.iter().flat_map(|&i| sub_b[i as usize]).collect();
+            assert_eq!(kept_boxes.to_vec::<f32>().unwrap(), want_boxes);
+        }
+        assert_eq!(metrics::counter("UncachedCompile") - compiles_before, 1, "{}", metrics::report());
+    }
+}
+
+backend_test! {
+    fn nms_misuse() {
+        let boxes = Tensor::zeros(&[3, 4], DType::F32);
+        let scores = Tensor::zeros(&[3], DType::F32);
+        let m = panic_message(|| {
+            vision::nms(&Tensor::zeros(&[3, 5], DType::F32), &scores, 0.5);
+        });
+        assert!(m.contains("nms") && m.contains("[N, 4]") && m.contains("[3, 5]"), "{m}");
+        let m = panic_message(|| {
+            vision::nms(&boxes, &Tensor::zeros(&[4], DType::F32), 0.5);
+        });
+        assert!(m.contains("nms") && m.contains("[4]") && m.contains("[3, 4]"), "{m}");
+        let m = panic_message(|| {
+            vision::nms(&boxes, &scores.unsqueeze(1), 0.5);
+        });
+        assert!(m.contains("nms") && m.contains("[3, 1]"), "{m}");
+        let m = panic_message(|| {
+            vision::nms(&boxes, &scores.to_dtype(DType::F64), 0.5);
+        });
+        assert!(m.contains("nms") && m.contains("f64"), "{m}");
+        let dynamic = boxes.index_select(0, &Tensor::ones(&[3], DType::F32).nonzero().squeeze(1));
+        let m = panic_message(|| {
+            vision::nms(&dynamic.narrow(1, 0, 3), &scores, 0.5);
+        });
+        assert!(m.contains("nms") && m.contains("[<=3, 3]"), "{m}");
+        let m = panic_message(|| {
+            vision::batched_nms(&boxes, &scores, &scores, 0.5);
+        });
+        assert!(m.contains("batched_nms") && m.contains("classes") && m.contains("f32[3]"), "{m}");
+        let m = panic_message(|| {
+            vision::batched_nms(&boxes, &scores, &Tensor::zeros(&[2], DType::I64), 0.5);
+        });
+        assert!(m.contains("batched_nms") && m.contains("[2]"), "{m}");
+        // Empty boxes (IoU 0 / 0) never suppress, as in torchvision.
+        assert_eq!(vision::nms(&boxes, &scores, 0.5).to_vec::<i64>().unwrap(), vec![0, 1, 2]);
+    }
+}

@@ -19,9 +19,11 @@
 //! ```
 
 mod boxes;
+mod nms;
 mod roi_align;
 
 pub use boxes::box_iou;
+pub use nms::{batched_nms, nms};
 pub use roi_align::roi_align;
 
 use crate::error::Error;

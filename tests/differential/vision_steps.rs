@@ -29,11 +29,21 @@ fn boxes(k: &Tensor) -> Tensor {
 }
 
 /// `box_iou`, `roi_align` (fixed or adaptive grid, aligned or not), or
-/// (later) `nms`, on boxes from `x`'s rows; the result is 1-D or 2-D.
+/// `nms`/`batched_nms` (scores: the key, so ties are common), on boxes
+/// from `x`'s rows; the result is 1-D or 2-D.
 pub fn vision(x: &Tensor, kind: u8) -> Tensor {
     let k = key(x);
     let b = boxes(&k);
-    match kind % 2 {
+    match kind % 3 {
+        2 => {
+            let scores = &k * -0.5;
+            if kind & 4 == 0 {
+                vision::nms(&b, &scores, 0.25)
+            } else {
+                let classes = (&k.abs() - &(&k.abs() * 0.5).floor() * 2.0).to_dtype(DType::I64);
+                vision::batched_nms(&b, &scores, &classes, 0.25)
+            }
+        }
         0 => {
             let fixed =
                 Tensor::from_vec(vec![0.0f32, -1.0, 2.0, 1.0, -2.0, 0.0, 0.5, 0.5], &[2, 4])
