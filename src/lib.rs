@@ -39,6 +39,7 @@ pub mod nn;
 pub mod optim;
 mod runtime;
 pub mod safetensors;
+pub mod vision;
 
 /// The names a training script uses, in one import:
 /// `use lazyxla::prelude::*;`.

@@ -7,7 +7,9 @@
 //! pooling and scans, `matmul` (a batch times a matrix on either side,
 //! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
-//! upsampling, device loops), are built once per device
+//! upsampling, device loops), and the vision ops (`box_iou`,
+//! `roi_align`, `nms`, `batched_nms` on boxes from a pool operand, maybe
+//! dynamic), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -35,11 +37,14 @@ mod common;
 mod loop_steps;
 #[path = "differential/model_steps.rs"]
 mod model_steps;
+#[path = "differential/vision_steps.rs"]
+mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
 use loop_steps::looped;
 use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
+use vision_steps::vision;
 
 /// One step of a random program; operands are picked from the pool of
 /// tensors built so far by index (modulo the pool size).
@@ -89,6 +94,10 @@ enum Step {
     /// Operand, kind: `x . x^T`, `x^T . x`, a batch times `x`, `x^T`
     /// times a batch.
     MatMul(usize, u8),
+    /// A vision op on boxes built from the operand's rows (`box_iou`
+    /// against fixed boxes, `roi_align` of fixed features, `nms` and
+    /// `batched_nms`); the number picks the op and its options.
+    Vision(usize, u8),
     /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
     /// ones too); odd lengths rejoin the rest with `cat`.
     Slice(usize, u8, u8),
@@ -138,6 +147,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
+        (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]
@@ -347,6 +357,7 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 .sum_dims(&[1, 2], false)
         }
         Step::MatMul(a, k) => matmuls(&float(&pick(a)), *k),
+        Step::Vision(a, k) => vision(&pick(a), *k),
         Step::Loop(a, k) => looped(&float(&pick(a)), *k),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
