@@ -561,3 +561,32 @@ backend_test! {
         assert!(looped.iter().zip(&free).any(|(a, b)| (a - b).abs() > 1e-3), "{looped:?} {free:?}");
     }
 }
+
+backend_test! {
+    fn a_mark_step_on_another_thread_leaves_a_body_being_traced_alone() {
+        // While this thread traces a body (its placeholders and values are
+        // live tensors), another thread's `mark_step` computes its own
+        // pending work and none of the body's.
+        let device = lazyxla::Device::default();
+        let (to_other, other_rx) = std::sync::mpsc::channel::<()>();
+        let (to_body, body_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            device.scoped(|| {
+                let y = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap() * 3.0;
+                other_rx.recv().unwrap();
+                let synced = mark_step();
+                to_body.send(()).unwrap();
+                synced.map(|_| f32s(&y))
+            })
+        });
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        let out = fori_loop(3, std::slice::from_ref(&x), |_, c| {
+            let next = &c[0] * 2.0;
+            to_other.send(()).unwrap();
+            body_rx.recv().unwrap();
+            vec![next]
+        });
+        assert_eq!(other.join().unwrap().unwrap(), vec![3.0, 6.0]);
+        assert_eq!(f32s(&out[0]), vec![8.0, 16.0]);
+    }
+}

@@ -135,6 +135,13 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
+/// True while this thread traces a loop body. A `mark_step` on another
+/// thread leaves the values of bodies being traced alone (they cannot be
+/// computed outside their loop); on the tracing thread it reports them.
+pub(crate) fn tracing_body() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
 /// Runs `body` `n` times on the device, threading the carries through:
 /// `carry = body(i, carry)` for `i = 0, 1, .., n - 1` (an I64 scalar
 /// tensor). Returns the final carries. The loop is one op of the program
