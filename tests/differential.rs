@@ -565,6 +565,14 @@ fn quietly<R>(f: impl FnOnce() -> R) -> R {
 }
 
 fn ops_in(spec: &Spec) -> String {
+    // Another test's `mark_step` would compute the pending values first
+    // (it is process-wide), leaving program inputs where ops should be.
+    let _g = common::lock();
+    ops_in_locked(spec)
+}
+
+/// [`ops_in`] for a caller that holds `common::lock()` already.
+fn ops_in_locked(spec: &Spec) -> String {
     let pool = quietly(|| Device::reference().scoped(|| build(spec)));
     let refs: Vec<&Tensor> = pool.iter().collect();
     lazyxla::debug::ir_text(&refs)
@@ -590,13 +598,13 @@ fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
         (Ok(g), Ok(w)) => (g, w),
         (g, w) => {
             // A failed size check fails the step on both backends alike.
-            prop_assert_eq!(g.err(), w.err(), "\n{}", ops_in(spec));
+            prop_assert_eq!(g.err(), w.err(), "\n{}", ops_in_locked(spec));
             return Ok(());
         }
     };
     prop_assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in(spec));
+        prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in_locked(spec));
         prop_assert_eq!(g.1, w.1);
         for (k, (x, y)) in g.2.iter().zip(&w.2).enumerate() {
             let exact = !matches!(g.1, DType::F32 | DType::F64);
@@ -614,7 +622,7 @@ fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
                 y,
                 g.2,
                 w.2,
-                ops_in(spec)
+                ops_in_locked(spec)
             );
         }
     }
