@@ -9,7 +9,7 @@ Usage: python torch_mask_rcnn.py DATA [STEPS] [--xla]. Prints one line
     RESULT mask_rcnn torch first_ms=<f> step_ms=<f> cpu_ms=<f> compiles=0
 
 With `--xla` the model runs on PyTorch/XLA's device (`PJRT_DEVICE=CPU`,
-torch_xla installed beside a matching torch), `xm.mark_step()` ends each
+torch_xla installed beside a matching torch), `torch_xla.sync()` ends each
 step, the side is named `torch_xla` and `compiles` counts XLA compiles
 over the whole run (torch_xla's `CompileTime` metric).
 
@@ -100,9 +100,9 @@ def main():
     torch.manual_seed(0)
     device = torch.device("cpu")
     if xla:
-        import torch_xla.core.xla_model as xm
+        import torch_xla
         import torch_xla.debug.metrics as met
-        device = xm.xla_device()
+        device = torch_xla.device()
     net = model().to(device)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)
@@ -131,7 +131,7 @@ def main():
         loss.backward()
         opt.step()
         if xla:
-            xm.mark_step()
+            torch_xla.sync()
         float(loss.detach())
         dt = (time.perf_counter() - t0) * 1e3
         if first is None:
