@@ -37,6 +37,7 @@ mod ir;
 pub mod metrics;
 pub mod nn;
 pub mod optim;
+pub mod parallel;
 mod runtime;
 pub mod safetensors;
 
@@ -63,7 +64,7 @@ mod symint;
 mod tensor;
 
 pub use capture::{capture, CapturedStep};
-pub use device::Device;
+pub use device::{devices, Device};
 pub use dtype::DType;
 pub use error::{Error, Result};
 /// The `half` crate, whose `f16` and `bf16` are the elements of

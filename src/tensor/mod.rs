@@ -1,5 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod collective;
 mod conv;
 mod create;
 mod dim;
@@ -27,6 +28,7 @@ pub(crate) mod sync;
 mod upsample;
 mod window;
 
+pub use collective::ReduceOp;
 pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;

@@ -365,3 +365,38 @@ pub(super) fn from_host(
     buffer.read_shape()?;
     Ok(buffer)
 }
+
+/// See [`super::Client::copy_to_device`].
+pub(super) fn copy_to_device(
+    client: &Arc<ClientInner>,
+    buffer: &Buffer,
+    device: usize,
+) -> Result<Buffer, PjrtError> {
+    if !buffer.same_client(client) {
+        return Err(PjrtError::local(
+            "copy_to_device: the buffer belongs to a different PJRT client",
+        ));
+    }
+    let device_ptr = *client.devices.get(device).ok_or_else(|| {
+        PjrtError::local(format!(
+            "device {device} out of range: the client has {} addressable devices",
+            client.devices.len()
+        ))
+    })?;
+    let plugin = &client.plugin;
+    let copy = api_fn!(plugin, PJRT_Buffer_CopyToDevice)?;
+    let mut args = new_args::<sys::BufferCopyToDeviceArgs>();
+    args.buffer = buffer.raw;
+    args.dst_device = device_ptr;
+    // SAFETY: valid args for a live buffer and a device of its client; the
+    // copy is a new buffer owned by us.
+    plugin.check(unsafe { copy(&mut args) }, "PJRT_Buffer_CopyToDevice")?;
+    let mut out = Buffer::adopt(client, args.dst_buffer);
+    if buffer.shape.dynamic_dims.is_empty() {
+        // Type and shape are the source's (static, known without waiting).
+        out.shape = buffer.shape.clone();
+    } else {
+        out.read_shape()?;
+    }
+    Ok(out)
+}

@@ -37,13 +37,16 @@ macro_rules! api_fn {
 
 mod buffer;
 mod client;
+mod compile_options;
 mod event;
 mod executable;
+mod replicas;
 mod sys;
 
 pub use buffer::Buffer;
-pub use client::Client;
 use client::ClientInner;
+pub use client::{Client, OptionValue};
+pub use compile_options::CompileOptions;
 pub use event::Event;
 pub use executable::Executable;
 
