@@ -221,9 +221,10 @@ impl DataParallel {
         F: FnMut(&[Tensor]) -> Tensor + 'a,
     {
         let params = params.to_vec();
-        let step: StepFn<'a> = Box::new(
-            move |shards: &[Tensor]| vec![self.step(&params, opt, shards, |s| loss_fn(s))],
-        );
+        let step: StepFn<'a> =
+            Box::new(
+                move |shards: &[Tensor]| vec![self.step(&params, opt, shards, |s| loss_fn(s))],
+            );
         TrainStep {
             dp: self,
             step: capture(step),
