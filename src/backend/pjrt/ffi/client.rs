@@ -44,6 +44,10 @@ pub(super) struct ClientInner {
     /// names), in the same order.
     pub(super) device_ids: Vec<i64>,
     platform_name: String,
+    /// Held while a program is launched on several devices (see
+    /// `replicas`): launches interleaved across devices could deadlock
+    /// their collectives.
+    pub(super) launch: std::sync::Mutex<()>,
 }
 
 // SAFETY: a PJRT client and the devices it owns may be used from any thread
@@ -142,6 +146,7 @@ impl Client {
             devices: Vec::new(),
             device_ids: Vec::new(),
             platform_name: String::new(),
+            launch: std::sync::Mutex::new(()),
         };
         let plugin = &inner.plugin;
 

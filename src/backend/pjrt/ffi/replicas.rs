@@ -53,6 +53,17 @@ impl Executable {
     }
 
     /// Starts the program on every launch slot at once: `lists[i]` are the
+    /// arguments of slot `i` (on device [`Executable::launch_devices`]`[i]`).
+    /// Returns each slot's results and completion event (see
+    /// [`Executable::execute_replicas_into`]).
+    pub fn execute_replicas(
+        &self,
+        lists: &[&[&Buffer]],
+    ) -> Result<(Vec<Vec<Buffer>>, Vec<Event>), PjrtError> {
+        self.execute_replicas_into(lists, |_, b| b)
+    }
+
+    /// Starts the program on every launch slot at once: `lists[i]` are the
     /// arguments of slot `i` (on device [`Executable::launch_devices`]`[i]`),
     /// all lists of one length. Returns, per slot, its results in order,
     /// each handed to `wrap(slot, buffer)` as it is taken, and the event
@@ -77,11 +88,30 @@ impl Executable {
                 lists[i].len()
             )));
         }
+        let devices = self.launch_devices()?;
+        if devices.len() != n {
+            return Err(PjrtError::local(format!(
+                "{n} argument lists for a program of {} launch slots",
+                devices.len()
+            )));
+        }
         for (slot, list) in lists.iter().enumerate() {
-            if let Some(i) = list.iter().position(|b| !b.same_client(&self.client)) {
-                return Err(PjrtError::local(format!(
-                    "argument {i} of launch slot {slot} belongs to a different PJRT client than the executable"
-                )));
+            for (i, b) in list.iter().enumerate() {
+                if !b.same_client(&self.client) {
+                    return Err(PjrtError::local(format!(
+                        "argument {i} of launch slot {slot} belongs to a different PJRT client than the executable"
+                    )));
+                }
+                // Checked here, not by the plugin: a launch the CPU plugin
+                // refuses for a misplaced argument leaves its client
+                // unable to run the next collective (measured: it hangs).
+                let d = b.device_ordinal()?;
+                if d != devices[slot] {
+                    return Err(PjrtError::local(format!(
+                        "argument {i} of launch slot {slot} is on device {d}, but the slot runs on device {}",
+                        devices[slot]
+                    )));
+                }
             }
         }
         let execute = api_fn!(plugin, PJRT_LoadedExecutable_Execute)?;
@@ -113,13 +143,22 @@ impl Executable {
         call.output_lists = output_lists.as_ptr();
         call.device_complete_events = done.as_mut_ptr();
         call.execute_device = null_mut();
-        // SAFETY: `n` argument lists of `num_args` live buffers of this
-        // client, `n` output lists of `num_outputs` slots and `n` event
-        // slots, all locals that outlive the call.
-        plugin.check(
-            unsafe { execute(&mut call) },
-            "PJRT_LoadedExecutable_Execute",
-        )?;
+        // One launch on several devices at a time, so that every device
+        // queues concurrent launches in one order: interleaved, two
+        // programs' collectives could wait on each other for good (not
+        // seen on the CPU plugins; the lock costs one uncontended lock).
+        let launched = {
+            let _one = self
+                .client
+                .launch
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // SAFETY: `n` argument lists of `num_args` live buffers of
+            // this client, `n` output lists of `num_outputs` slots and `n`
+            // event slots, all locals that outlive the call.
+            unsafe { execute(&mut call) }
+        };
+        plugin.check(launched, "PJRT_LoadedExecutable_Execute")?;
 
         // Own every event and result, even after an error, so nothing
         // leaks on failure.
@@ -137,6 +176,7 @@ impl Executable {
             let mut slot_results = Vec::with_capacity(outs.len());
             for (k, &raw) in outs.iter().enumerate().filter(|(_, raw)| !raw.is_null()) {
                 let mut result = Buffer::adopt(&self.client, raw);
+                let _ = result.device.set(devices[slot]);
                 if error.is_some() {
                     continue;
                 }

@@ -415,6 +415,16 @@ pub struct BufferCopyToDeviceArgs {
     pub dst_buffer: *mut Buffer,
 }
 
+/// `PJRT_Buffer_Device_Args`.
+#[repr(C)]
+pub struct BufferDeviceArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    /// Out: owned by the client.
+    pub device: *mut Device,
+}
+
 /// `PJRT_Device_GetDescription_Args`.
 #[repr(C)]
 pub struct DeviceGetDescriptionArgs {
@@ -463,6 +473,7 @@ macro_rules! args_structs {
 args_structs!(
     NamedValue,
     BufferCopyToDeviceArgs,
+    BufferDeviceArgs,
     DeviceGetDescriptionArgs,
     DeviceDescriptionIdArgs,
     LoadedExecutableAddressableDevicesArgs,
@@ -591,7 +602,7 @@ pub struct Api {
     pub PJRT_Buffer_DynamicDimensionIndices: Option<Fallible<BufferDynamicDimensionIndicesArgs>>,
     pub PJRT_Buffer_GetMemoryLayout: Option<Unused>,
     pub PJRT_Buffer_OnDeviceSizeInBytes: Option<Unused>,
-    pub PJRT_Buffer_Device: Option<Unused>,
+    pub PJRT_Buffer_Device: Option<Fallible<BufferDeviceArgs>>,
     pub PJRT_Buffer_Memory: Option<Unused>,
     pub PJRT_Buffer_Delete: Option<Unused>,
     pub PJRT_Buffer_IsDeleted: Option<Unused>,

@@ -34,6 +34,7 @@ fn struct_sizes_match_header_0_114() {
     assert_eq!(size_of::<BufferToHostBufferArgs>(), 56);
     assert_eq!(size_of::<NamedValue>(), 56);
     assert_eq!(size_of::<BufferCopyToDeviceArgs>(), 40);
+    assert_eq!(size_of::<BufferDeviceArgs>(), 32);
     assert_eq!(size_of::<DeviceGetDescriptionArgs>(), 32);
     assert_eq!(size_of::<DeviceDescriptionIdArgs>(), 32);
     assert_eq!(size_of::<LoadedExecutableAddressableDevicesArgs>(), 40);
@@ -71,6 +72,7 @@ fn several_device_offsets_match_header_0_114() {
         40 + 8 * 52
     );
     assert_eq!(offset_of!(Api, PJRT_Buffer_CopyToDevice), 40 + 8 * 69);
+    assert_eq!(offset_of!(Api, PJRT_Buffer_Device), 40 + 8 * 65);
 }
 
 #[test]
