@@ -226,7 +226,7 @@ backend_test! {
         let w = dp.scoped(|| Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().requires_grad(true));
         let mut opt = dp.scoped(|| Sgd::new(vec![w.clone()], 0.5));
         let x = Tensor::from_vec(vec![1.0f32, 1.0, 2.0, 2.0], &[2, 2]).unwrap();
-        dp.run(&[w.clone()], &mut opt, &[x], |b| (&b[0] * &w).sum_dims(&[1], false).mean())
+        dp.run(std::slice::from_ref(&w), &mut opt, &[x], |b| (&b[0] * &w).sum_dims(&[1], false).mean())
             .unwrap();
         // Rows-weighted: the gradient of the full batch's mean, (1 + 2) / 2.
         assert_eq!(w.to_vec::<f32>().unwrap(), vec![0.25, 1.25]);
