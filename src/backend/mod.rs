@@ -19,15 +19,31 @@ use std::sync::Arc;
 /// (its `cpu_device_count` create option), and how many reference devices
 /// there are; `None` when unset.
 pub(crate) fn cpu_devices_env() -> Result<Option<usize>> {
-    let Some(v) = std::env::var_os("LAZYXLA_CPU_DEVICES").filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    let v = v.to_string_lossy();
+    match std::env::var_os("LAZYXLA_CPU_DEVICES").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => parse_cpu_devices(&v.to_string_lossy()).map(Some),
+    }
+}
+
+/// A device count as `LAZYXLA_CPU_DEVICES` gives it.
+fn parse_cpu_devices(v: &str) -> Result<usize> {
     match v.trim().parse::<usize>() {
-        Ok(n) if (1..=4096).contains(&n) => Ok(Some(n)),
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
         _ => Err(crate::Error::Plugin(format!(
             "LAZYXLA_CPU_DEVICES={v} is not a device count; use a whole number from 1 to 4096"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod cpu_devices_tests {
+    #[test]
+    fn a_device_count_is_a_positive_number() {
+        assert_eq!(super::parse_cpu_devices(" 8 ").unwrap(), 8);
+        for bad in ["0", "-2", "four", "5000", ""] {
+            let e = super::parse_cpu_devices(bad).unwrap_err().to_string();
+            assert!(e.contains("LAZYXLA_CPU_DEVICES"), "{e}");
+        }
     }
 }
 
