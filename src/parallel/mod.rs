@@ -248,10 +248,16 @@ impl DataParallel {
         loss: &Tensor,
         rows: Option<&Tensor>,
     ) -> Tensor {
+        if self.replicas() == 1 {
+            // One replica: every average is the gradient itself.
+            return loss.clone();
+        }
         no_grad(|| {
             let grads: Vec<Tensor> = params.iter().filter_map(Tensor::grad).collect();
+            // Rows weights only matter when the replicas' row counts may
+            // differ (a dynamic dim 0); equal parts weigh 1/n each.
             let weight = match (self.average, rows) {
-                (GradientAverage::Rows, Some(r)) if r.rank() > 0 => {
+                (GradientAverage::Rows, Some(r)) if r.rank() > 0 && r.size(0).is_dynamic() => {
                     Some(r.size_value(r.shape_exprs()[0].clone()))
                 }
                 _ => None,

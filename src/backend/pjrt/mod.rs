@@ -114,22 +114,30 @@ fn dtype_of(e: ElementType) -> Option<DType> {
 
 impl PjrtBackend {
     /// Loads the plugin at `path`, creates a client, and returns one
-    /// backend per addressable device (ordinal order). With
-    /// `LAZYXLA_CPU_DEVICES=n` the client is asked for `n` devices
-    /// (`cpu_device_count`, read by the CPU plugins only; a plugin of
-    /// another platform that rejects the option is created without it).
+    /// backend per device it exposes (ordinal order): every addressable
+    /// device, less a CPU client's spare (see `open_client`). With
+    /// `LAZYXLA_CPU_DEVICES=n` a CPU client exposes `n` devices
+    /// (`cpu_device_count`; a plugin of another platform, which rejects
+    /// the option, is created without it).
     pub(crate) fn open_all(path: &Path) -> Result<Vec<PjrtBackend>> {
-        let first = PjrtBackend::open_client(path)?;
-        let mut all: Vec<PjrtBackend> = (1..first.client.device_count())
-            .map(|k| first.sibling(k))
-            .collect();
+        let (first, exposed) = PjrtBackend::open_client(path)?;
+        let mut all: Vec<PjrtBackend> = (1..exposed).map(|k| first.sibling(k)).collect();
         all.insert(0, first);
         Ok(all)
     }
 
     /// Loads the plugin at `path` and creates its client: the backend of
-    /// its first device.
-    fn open_client(path: &Path) -> Result<PjrtBackend> {
+    /// its first device, and how many of its devices lazyxla exposes.
+    ///
+    /// A CPU client gets one device more than it exposes. The CPU plugin
+    /// runs a program's replicas on a thread pool of one thread per
+    /// device (at least), and a launch on EVERY device can then wait for
+    /// good in its first collective, one replica short of a thread, until
+    /// the plugin aborts the process (measured with `xla-cpu-pjrt` 0.81 on
+    /// 2 cores: 4 replicas of a 3-layer MLP on a 4-device client hang;
+    /// on a 5-device client they run). The spare device is never used: it
+    /// only sizes the pool.
+    fn open_client(path: &Path) -> Result<(PjrtBackend, usize)> {
         let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
         let (major, minor) = plugin.api_version();
         let failed = |e: PjrtError| {
@@ -139,31 +147,52 @@ impl PjrtBackend {
                 e.message
             ))
         };
-        let client = match crate::backend::cpu_devices_env()? {
-            None => Client::new(plugin).map_err(failed)?,
-            Some(n) => {
-                let option = [("cpu_device_count", OptionValue::Int64(n as i64))];
-                match Client::with_options(plugin.clone(), &option) {
-                    Ok(c) => c,
-                    Err(e) => match Client::new(plugin) {
-                        Ok(c) if !c.platform_name().eq_ignore_ascii_case("cpu") => c,
-                        _ => {
-                            return Err(failed(PjrtError {
-                                message: format!("{} (with LAZYXLA_CPU_DEVICES={n})", e.message),
-                                code: e.code,
-                            }))
-                        }
-                    },
+        let with_count = |n: usize| {
+            let option = [("cpu_device_count", OptionValue::Int64(n as i64 + 1))];
+            Client::with_options(plugin.clone(), &option)
+        };
+        let is_cpu = |c: &Client| c.platform_name().eq_ignore_ascii_case("cpu");
+        let (client, exposed) = match crate::backend::cpu_devices_env()? {
+            None => {
+                let plain = Client::new(plugin.clone()).map_err(failed)?;
+                let n = plain.device_count();
+                if is_cpu(&plain) {
+                    drop(plain);
+                    match with_count(n) {
+                        Ok(c) => (c, n),
+                        // A CPU plugin that refuses the count: as it is.
+                        Err(_) => (Client::new(plugin.clone()).map_err(failed)?, n),
+                    }
+                } else {
+                    (plain, n)
                 }
             }
+            Some(n) => match with_count(n) {
+                Ok(c) => (c, n),
+                Err(e) => match Client::new(plugin.clone()) {
+                    // The variable is for CPU plugins; others go without.
+                    Ok(c) if !is_cpu(&c) => {
+                        let all = c.device_count();
+                        (c, all)
+                    }
+                    _ => {
+                        return Err(failed(PjrtError {
+                            message: format!("{} (with LAZYXLA_CPU_DEVICES={n})", e.message),
+                            code: e.code,
+                        }))
+                    }
+                },
+            },
         };
+        let exposed = exposed.min(client.device_count());
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
-        Ok(PjrtBackend {
+        let first = PjrtBackend {
             in_flight: at_exit::in_flight_slot(),
             client,
             device: 0,
             name,
-        })
+        };
+        Ok((first, exposed))
     }
 
     /// A backend of device `ordinal` of the same client, with its own

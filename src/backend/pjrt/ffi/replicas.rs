@@ -14,6 +14,21 @@ use std::ptr::null_mut;
 
 use super::{new_args, plugin_slice, sys, Buffer, Event, Executable, PjrtError};
 
+/// A fresh nonzero launch id (wrapping past `i32::MAX` back to 1).
+fn next_launch_id() -> std::ffi::c_int {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static NEXT: AtomicI32 = AtomicI32::new(1);
+    loop {
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        if id > 0 {
+            return id;
+        }
+        // Wrapped around: start again from 1 (races give a duplicate at
+        // worst, two billion launches apart).
+        let _ = NEXT.compare_exchange(id + 1, 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
 impl Executable {
     /// The client ordinal (see [`super::Client::buffer_from_host`]) of the
     /// device each launch slot runs on, in slot order.
@@ -133,6 +148,10 @@ impl Executable {
         let mut options = new_args::<sys::ExecuteOptions>();
         options.non_donatable_input_indices = non_donatable.as_ptr();
         options.num_non_donatable_input_indices = non_donatable.len();
+        // A launch id of its own: the CPU plugin keys a collective's
+        // meeting by it (`RunId`), and with the default 0 two launches in
+        // flight would meet under one key.
+        options.launch_id = next_launch_id();
 
         let mut call = new_args::<sys::LoadedExecutableExecuteArgs>();
         call.executable = self.raw;
