@@ -198,6 +198,58 @@ impl Device {
         Ok(first)
     }
 
+    /// The XLA device of the PJRT plugin at `path` as process `node_id` of
+    /// `num_nodes` of one job spanning several hosts: the client is
+    /// created with the create options `node_id` and `num_nodes` and
+    /// with `store`'s key-value callbacks, through which the GPU plugin's
+    /// processes find each other (see DESIGN.md "Several devices"). It
+    /// must be the first use of that plugin in the process (one client
+    /// per plugin per process); [`devices`] then lists this host's
+    /// devices.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plugin`](crate::Error::Plugin) when a client of that
+    /// plugin exists already, or the plugin refuses the options (the CPU
+    /// plugins run no job across processes: the 0.115 one rejects
+    /// `node_id`; the 0.81 one ignores it and calls no callback).
+    pub fn pjrt_distributed(
+        path: impl AsRef<Path>,
+        node_id: usize,
+        num_nodes: usize,
+        store: Arc<dyn crate::backend::pjrt::ffi::KeyValueStore>,
+    ) -> crate::Result<Device> {
+        let path = path.as_ref();
+        let key = std::fs::canonicalize(path).map_err(|e| {
+            crate::Error::Plugin(format!("PJRT plugin {}: cannot open: {e}", path.display()))
+        })?;
+        if node_id >= num_nodes {
+            return Err(crate::Error::Plugin(format!(
+                "node {node_id} of {num_nodes}: node ids run from 0 to {}",
+                num_nodes.saturating_sub(1)
+            )));
+        }
+        let mut cache = PJRT.lock();
+        if cache.contains_key(&key) {
+            return Err(crate::Error::Plugin(format!(
+                "PJRT plugin {}: its client exists already in this process; call Device::pjrt_distributed before any other use of the plugin",
+                path.display()
+            )));
+        }
+        let all: Vec<Device> = PjrtBackend::open_distributed(path, node_id, num_nodes, store)?
+            .into_iter()
+            .map(|b| Device::new(Arc::new(b)))
+            .collect();
+        let first = all.first().cloned().ok_or_else(|| {
+            crate::Error::Plugin(format!(
+                "PJRT plugin {}: the client has no devices",
+                path.display()
+            ))
+        })?;
+        cache.insert(key, all);
+        Ok(first)
+    }
+
     /// The device's name (`reference`, `pjrt:cpu`, ..).
     pub fn name(&self) -> &str {
         &self.0.name

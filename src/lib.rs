@@ -63,6 +63,9 @@ pub mod prelude {
 mod symint;
 mod tensor;
 
+/// The key-value store of a job spanning several hosts, for
+/// [`Device::pjrt_distributed`].
+pub use backend::pjrt::ffi::{KeyValueStore, KvError};
 pub use capture::{capture, CapturedStep};
 pub use device::{devices, Device};
 pub use dtype::DType;

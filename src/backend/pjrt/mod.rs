@@ -121,9 +121,48 @@ impl PjrtBackend {
     /// the option, is created without it).
     pub(crate) fn open_all(path: &Path) -> Result<Vec<PjrtBackend>> {
         let (first, exposed) = PjrtBackend::open_client(path)?;
-        let mut all: Vec<PjrtBackend> = (1..exposed).map(|k| first.sibling(k)).collect();
-        all.insert(0, first);
-        Ok(all)
+        Ok(first.with_siblings(exposed))
+    }
+
+    /// [`PjrtBackend::open_all`] for process `node_id` of `num_nodes` of a
+    /// multi-host job whose processes share `store` (the create options
+    /// `node_id` and `num_nodes` and the key-value callbacks, which the
+    /// GPU plugin reads; every addressable device is exposed).
+    pub(crate) fn open_distributed(
+        path: &Path,
+        node_id: usize,
+        num_nodes: usize,
+        store: std::sync::Arc<dyn ffi::KeyValueStore>,
+    ) -> Result<Vec<PjrtBackend>> {
+        let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
+        let (major, minor) = plugin.api_version();
+        let options = [
+            ("node_id", OptionValue::Int64(node_id as i64)),
+            ("num_nodes", OptionValue::Int64(num_nodes as i64)),
+        ];
+        let client = Client::with_store(plugin, &options, Some(store)).map_err(|e| {
+            Error::Plugin(format!(
+                "PJRT plugin {} (C API {major}.{minor}) failed to create the client of node {node_id} of {num_nodes}: {} (the CPU plugins do not run across processes)",
+                path.display(),
+                e.message
+            ))
+        })?;
+        let exposed = client.device_count();
+        let name = format!("pjrt:{}", client.platform_name().to_lowercase());
+        let first = PjrtBackend {
+            in_flight: at_exit::in_flight_slot(),
+            client,
+            device: 0,
+            name,
+        };
+        Ok(first.with_siblings(exposed))
+    }
+
+    /// This backend (device 0) and those of its client's devices `1..n`.
+    fn with_siblings(self, n: usize) -> Vec<PjrtBackend> {
+        let mut all: Vec<PjrtBackend> = (1..n).map(|k| self.sibling(k)).collect();
+        all.insert(0, self);
+        all
     }
 
     /// Loads the plugin at `path` and creates its client: the backend of

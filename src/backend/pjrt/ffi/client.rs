@@ -48,6 +48,9 @@ pub(super) struct ClientInner {
     /// `replicas`): launches interleaved across devices could deadlock
     /// their collectives.
     pub(super) launch: std::sync::Mutex<()>,
+    /// The key-value store the plugin's callbacks reach, if one was
+    /// given; dropped after the client (`Drop` runs before the fields).
+    _kv: Option<Box<super::kv::Callbacks>>,
 }
 
 // SAFETY: a PJRT client and the devices it owns may be used from any thread
@@ -76,6 +79,20 @@ pub enum OptionValue {
     Int64(i64),
     /// `PJRT_NamedValue_kBool`.
     Bool(bool),
+}
+
+impl Client {
+    /// Creates a client with create options and, when given, a key-value
+    /// store its plugin may call (`kv_get_callback`, `kv_try_get_callback`,
+    /// `kv_put_callback`; the GPU plugin does, with `node_id` and
+    /// `num_nodes`, to span several hosts; the CPU plugins never do).
+    pub fn with_store(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+        store: Option<Arc<dyn super::KeyValueStore>>,
+    ) -> Result<Client, PjrtError> {
+        Client::create(plugin, options, store.map(super::kv::Callbacks::new))
+    }
 }
 
 /// A PJRT client: the devices of one plugin, plus compilation and transfers.
@@ -109,6 +126,14 @@ impl Client {
         plugin: Arc<Plugin>,
         options: &[(&str, OptionValue)],
     ) -> Result<Client, PjrtError> {
+        Client::create(plugin, options, None)
+    }
+
+    fn create(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+        kv: Option<Box<super::kv::Callbacks>>,
+    ) -> Result<Client, PjrtError> {
         let create = api_fn!(plugin, PJRT_Client_Create)?;
         let named: Vec<sys::NamedValue> = options
             .iter()
@@ -135,9 +160,20 @@ impl Client {
             args.create_options = named.as_ptr();
             args.num_options = named.len();
         }
+        if let Some(cb) = &kv {
+            let user = (&**cb as *const super::kv::Callbacks).cast_mut().cast();
+            let (get, try_get, put) = super::kv::Callbacks::entries();
+            args.kv_get_callback = get;
+            args.kv_get_user_arg = user;
+            args.kv_try_get_callback = try_get;
+            args.kv_try_get_user_arg = user;
+            args.kv_put_callback = put;
+            args.kv_put_user_arg = user;
+        }
         // SAFETY: valid args; the options (and the names they point to)
-        // outlive the call, which copies what it keeps; no key-value
-        // callbacks are passed.
+        // outlive the call, which copies what it keeps; the key-value
+        // callbacks' state is owned by the client made here (`kv`), so it
+        // lives as long as the plugin may call them.
         plugin.check(unsafe { create(&mut args) }, "PJRT_Client_Create")?;
         // From here on `inner` owns the client, so early returns destroy it.
         let mut inner = ClientInner {
@@ -147,6 +183,7 @@ impl Client {
             device_ids: Vec::new(),
             platform_name: String::new(),
             launch: std::sync::Mutex::new(()),
+            _kv: kv,
         };
         let plugin = &inner.plugin;
 
