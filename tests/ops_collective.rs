@@ -219,3 +219,21 @@ backend_test! {
         assert_eq!(total.item::<i64>().unwrap(), (rows * (rows - 1) / 2) as i64);
     }
 }
+
+backend_test! {
+    fn the_printer_and_the_lowering_name_the_replicas() {
+        let d = replicated();
+        let n = d.replica_count();
+        let x = per_replica(&d);
+        let y = d.scoped(|| x.all_reduce(ReduceOp::Max) + x.all_gather(0).sum());
+        let ir = lazyxla::debug::ir_text(&[&y]);
+        assert!(ir.contains(&format!("all_reduce_max[replicas={n}]")), "{ir}");
+        assert!(ir.contains(&format!("all_gather[dim=0 replicas={n}]")), "{ir}");
+        assert!(ir.contains("replica_id"), "{ir}");
+        let hlo = lazyxla::debug::stablehlo_text(&[&y]).unwrap();
+        let group = (0..n).map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        assert!(hlo.contains("\"stablehlo.all_reduce\""), "{hlo}");
+        assert!(hlo.contains(&format!("replica_groups = dense<[[{group}]]>")), "{hlo}");
+        assert!(hlo.contains("\"stablehlo.replica_id\""), "{hlo}");
+    }
+}
