@@ -151,29 +151,31 @@ backend_test! {
 backend_test! {
     fn an_uneven_last_batch_matches_one_device() {
         // 12 rows (3 per device), then 10, 9 and 11: shards of at most 3
-        // rows with per-replica sizes (3, 3, 2, 2 for 10).
+        // rows with per-replica sizes (3, 3, 2, 2 for 10). Both ways of
+        // reducing: one all_reduce per gradient, and all packed into one.
         let rows = [12usize, 10, 9, 11];
         let (want, want_losses) =
             single_device(&rows, |p| Sgd::new(p, 0.1).momentum(0.9), regression_loss);
-
-        let dp = DataParallel::with_replicas(4).unwrap();
-        let model = dp.scoped(Mlp::new);
-        let params = model.params();
-        let mut opt = dp.scoped(|| Sgd::new(params.clone(), 0.1).momentum(0.9));
-        metrics::reset();
-        let mut losses = Vec::new();
-        for (k, &n) in rows.iter().enumerate() {
-            let loss = dp
-                .run(&params, &mut opt, &batch(k as u64, n), |b| regression_loss(&model, b))
-                .unwrap();
-            losses.push(loss);
+        for packed in [false, true] {
+            let dp = DataParallel::with_replicas(4).unwrap().packed(packed);
+            let model = dp.scoped(Mlp::new);
+            let params = model.params();
+            let mut opt = dp.scoped(|| Sgd::new(params.clone(), 0.1).momentum(0.9));
+            metrics::reset();
+            let mut losses = Vec::new();
+            for (k, &n) in rows.iter().enumerate() {
+                let loss = dp
+                    .run(&params, &mut opt, &batch(k as u64, n), |b| regression_loss(&model, b))
+                    .unwrap();
+                losses.push(loss);
+            }
+            assert_eq!(metrics::counter("TransferFromDevice"), 0);
+            // One program for the even batch, one for every uneven one.
+            assert_eq!(metrics::counter("UncachedCompile"), 2);
+            assert_replicas_match(&params, &want);
+            let got: Vec<f32> = losses.iter().map(|l| l.item::<f32>().unwrap()).collect();
+            assert_close(&got, &want_losses, 1e-5);
         }
-        assert_eq!(metrics::counter("TransferFromDevice"), 0);
-        // One program for the even batch, one for every uneven one.
-        assert_eq!(metrics::counter("UncachedCompile"), 2);
-        assert_replicas_match(&params, &want);
-        let got: Vec<f32> = losses.iter().map(|l| l.item::<f32>().unwrap()).collect();
-        assert_close(&got, &want_losses, 1e-5);
     }
 }
 

@@ -1,6 +1,6 @@
 //! Data parallelism: one training step run as `n` replicas, one per
 //! device, in ONE compiled program (XLA's replica mode), the gradients
-//! combined by one `all_reduce` inside it.
+//! combined by one all-reduce inside it.
 //!
 //! The pieces: a replicated device ([`Device::replicated`]) on which
 //! every tensor holds one value per replica and every program runs on all
@@ -64,8 +64,8 @@ pub enum GradientAverage {
 /// ([`DataParallel::scoped`]) live on every device, identical, and stay
 /// there; each step splits the batch along dim 0, runs forward and
 /// backward on every replica, averages the gradients with one
-/// `all_reduce`, and applies the optimizer on every replica, all in one
-/// compiled program.
+/// all-reduce (XLA combines the gradients' collectives into one), and
+/// applies the optimizer on every replica, all in one compiled program.
 ///
 /// A per-replica dynamic zone (`nonzero`, `masked_select` on a shard)
 /// works inside the step: what is reduced, the parameters' gradients, is
@@ -73,6 +73,7 @@ pub enum GradientAverage {
 pub struct DataParallel {
     device: Device,
     average: GradientAverage,
+    packed: bool,
 }
 
 impl DataParallel {
@@ -87,6 +88,7 @@ impl DataParallel {
         Ok(DataParallel {
             device: Device::replicated(devices)?,
             average: GradientAverage::default(),
+            packed: false,
         })
     }
 
@@ -126,6 +128,19 @@ impl DataParallel {
     /// Combines gradients by `average` (default [`GradientAverage::Rows`]).
     pub fn average(mut self, average: GradientAverage) -> DataParallel {
         self.average = average;
+        self
+    }
+
+    /// Packs every gradient (and the loss and row count) into one vector
+    /// for ONE `all_reduce` in the step's IR, instead of one per gradient
+    /// (the default). XLA combines the default's collectives into one
+    /// all-reduce of all gradients itself (its all-reduce combiner: the
+    /// CPU plugin's optimized program has one, measured), with no copy;
+    /// packing adds a copy of every gradient into the vector and back,
+    /// which measured about twice the step time on the CPU plugin
+    /// (`benches/README.md`). For plugins that do not combine.
+    pub fn packed(mut self, on: bool) -> DataParallel {
+        self.packed = on;
         self
     }
 
@@ -232,9 +247,10 @@ impl DataParallel {
     }
 
     /// Combines the gradients of `params` across the replicas as
-    /// [`GradientAverage`] says, with ONE `all_reduce` per gradient dtype
-    /// (all gradients, the loss and the row count packed into one vector),
-    /// and puts the result in place of each gradient (every handle sees
+    /// [`GradientAverage`] says, and puts the result in place of each
+    /// gradient. One `all_reduce` per gradient and one for the loss and
+    /// row count, which XLA combines into ONE all-reduce in the compiled
+    /// program (see [`DataParallel::packed`] for one in the IR), (every handle sees
     /// it; parameters without a gradient are skipped). `rows` is the
     /// replica's part of the batch, whose dim 0 gives the `Rows` weights
     /// (without it, `Rows` acts as `Replicas`). Returns `loss` combined
@@ -272,51 +288,75 @@ impl DataParallel {
             for dt in dtypes {
                 let members: Vec<&Tensor> = grads.iter().filter(|g| g.dtype() == dt).collect();
                 let with_loss = dt == loss.dtype();
-                let mut parts: Vec<Tensor> = members.iter().map(|g| g.flatten()).collect();
-                if with_loss {
-                    parts.push(loss.reshape(&[1]));
-                }
-                let refs: Vec<&Tensor> = parts.iter().collect();
-                let mut packed = Tensor::cat(&refs, 0);
-                if let Some(w) = &weight {
-                    // n_r * value, and n_r itself last; 0 for no rows (a
-                    // mean over none is NaN).
-                    let wd = w.to_dtype(dt);
-                    let scaled = w
+                // What each replica contributes: n_r times each value for
+                // `Rows` (0 for no rows: a mean over none is NaN), else
+                // the value; then n_r itself, to divide by the total.
+                let weigh = |t: &Tensor| match &weight {
+                    Some(w) => w
                         .gt_scalar(0.0)
-                        .where_cond(&(&packed * &wd), &packed.zeros_like());
-                    packed = Tensor::cat(&[&scaled, &wd.reshape(&[1])], 0);
+                        .where_cond(&(t * &w.to_dtype(dt)), &t.zeros_like()),
+                    None => t.clone(),
+                };
+                let grads: Vec<Tensor> = members.iter().map(|g| weigh(g)).collect();
+                let mut scalars: Vec<Tensor> = Vec::new();
+                if with_loss {
+                    scalars.push(weigh(&loss.reshape(&[1])));
                 }
-                let reduced = packed.all_reduce(ReduceOp::Sum);
-                let len = reduced.upper_bounds()[0];
+                if let Some(w) = &weight {
+                    scalars.push(w.to_dtype(dt).reshape(&[1]));
+                }
+                let (grads, scalars) = if self.packed {
+                    let all: Vec<Tensor> = grads.iter().chain(&scalars).cloned().collect();
+                    let mut parts = unpack(&pack(&all).all_reduce(ReduceOp::Sum), &all);
+                    let scalars = parts.split_off(grads.len());
+                    (parts, scalars)
+                } else {
+                    let reduced = grads.iter().map(|g| g.all_reduce(ReduceOp::Sum)).collect();
+                    let small = unpack(&pack(&scalars).all_reduce(ReduceOp::Sum), &scalars);
+                    (reduced, small)
+                };
                 let rows_total = weight
                     .as_ref()
-                    .map(|_| reduced.narrow(0, len - 1, 1).reshape(&[]));
+                    .and_then(|_| scalars.last())
+                    .map(|n| n.reshape(&[]));
                 let replicas = self.replicas() as f64;
                 let average = self.average;
-                let mut offset = 0;
-                let mut take = |t: &Tensor| {
-                    let shape: Vec<i64> = t.upper_bounds().iter().map(|&d| d as i64).collect();
-                    let numel = shape.iter().product::<i64>() as usize;
-                    let v = reduced.narrow(0, offset, numel).reshape(&shape);
-                    offset += numel;
-                    match (&rows_total, average) {
-                        (Some(n), _) => &v / n,
-                        (None, GradientAverage::Sum) => v,
-                        (None, _) => v / replicas,
-                    }
+                let mean = |v: &Tensor| match (&rows_total, average) {
+                    (Some(n), _) => v / n,
+                    (None, GradientAverage::Sum) => v.clone(),
+                    (None, _) => v / replicas,
                 };
-                for g in &members {
-                    let v = take(g);
-                    g.assign(&v);
+                for (g, v) in members.iter().zip(&grads) {
+                    g.assign(&mean(v));
                 }
                 if with_loss {
-                    total = take(loss);
+                    total = mean(&scalars[0].reshape(&[]));
                 }
             }
             total
         })
     }
+}
+
+/// `values` flattened into one vector, in order.
+fn pack(values: &[Tensor]) -> Tensor {
+    let flat: Vec<Tensor> = values.iter().map(Tensor::flatten).collect();
+    let refs: Vec<&Tensor> = flat.iter().collect();
+    Tensor::cat(&refs, 0)
+}
+
+/// The pieces of `packed` (from [`pack`]) in the shapes of `like`.
+fn unpack(packed: &Tensor, like: &[Tensor]) -> Vec<Tensor> {
+    let mut offset = 0;
+    like.iter()
+        .map(|t| {
+            let shape: Vec<i64> = t.upper_bounds().iter().map(|&d| d as i64).collect();
+            let numel = shape.iter().product::<i64>() as usize;
+            let v = packed.narrow(0, offset, numel).reshape(&shape);
+            offset += numel;
+            v
+        })
+        .collect()
 }
 
 /// The step function a [`TrainStep`] captures.
