@@ -132,8 +132,9 @@ impl Device {
     /// `$CONDA_PREFIX`, the site-packages that `python3` reports, and the
     /// per-user and system `python3*/site-packages` and `dist-packages`):
     /// `libtpu/libtpu.so`, `jax_plugins/xla_cuda12/xla_cuda_plugin.so`,
-    /// `xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`, in that order of
-    /// preference. `PJRT_DEVICE=CPU|CUDA|TPU` keeps only that kind. The
+    /// `lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so` (a newer, faster XLA
+    /// CPU build), `xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`, in that
+    /// order of preference. `PJRT_DEVICE=CPU|CUDA|TPU` keeps only that kind. The
     /// device is created once per process and plugin.
     ///
     /// # Errors

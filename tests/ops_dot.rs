@@ -233,3 +233,55 @@ backend_test! {
         assert_eq!(dx.concrete_shape().unwrap(), vec![3, 2, 4]);
     }
 }
+
+backend_test! {
+    fn a_gradient_feeding_several_contractions_is_zero_padded_once() {
+        // Linear(4 -> 5, bias) on x [3, <=6, 4] (3 of 6 real): the output
+        // gradient g [3, s, 5] feeds the weight's gradient (contracting
+        // batch and s), the bias's (a sum over them) and the input's; x
+        // feeds the forward product and the weight's gradient. Each such
+        // value's padding is zeroed once where it is defined, not once per
+        // consumer, and the gradients are exact with padding in play.
+        let lin = Linear::new(4, 5, 0);
+        let xv = data(3 * 3 * 4, 2);
+        let x = Tensor::from_vec(xv.clone(), &[3, 3, 4]).unwrap().mark_dynamic(1, 6).requires_grad(true);
+        let loss = lin.forward(&x).square().sum();
+        loss.backward();
+        let (dw, db, dx) = (
+            lin.weight.grad().expect("a gradient"),
+            lin.bias.as_ref().unwrap().grad().expect("a gradient"),
+            x.grad().expect("a gradient"),
+        );
+        // The lowering is the same whichever backend runs it.
+        let hlo = lazyxla::debug::stablehlo_text(&[&loss, &dw, &db, &dx]).unwrap();
+        // [3, 6, 5] selects: the loss's sum of y^2, and g's one fill
+        // (two before: the weight's and the bias's gradients each).
+        let selects = hlo
+            .lines()
+            .filter(|l| l.contains("stablehlo.select") && l.ends_with("-> tensor<3x6x5xf32>"))
+            .count();
+        assert_eq!(selects, 2, "{hlo}");
+        mark_step().unwrap();
+        let w = lin.weight.to_vec::<f32>().unwrap();
+        let bias = lin.bias.as_ref().unwrap().to_vec::<f32>().unwrap();
+        // Host: y = x w^T + b, g = 2y.
+        let rows = 9;
+        let mut g = vec![0.0f32; rows * 5];
+        for r in 0..rows {
+            for j in 0..5 {
+                let y: f32 = bias[j] + (0..4).map(|p| xv[r * 4 + p] * w[j * 4 + p]).sum::<f32>();
+                g[r * 5 + j] = 2.0 * y;
+            }
+        }
+        let hdw: Vec<f32> = (0..5 * 4)
+            .map(|i| (0..rows).map(|r| g[r * 5 + i / 4] * xv[r * 4 + i % 4]).sum())
+            .collect();
+        let hdb: Vec<f32> = (0..5).map(|j| (0..rows).map(|r| g[r * 5 + j]).sum()).collect();
+        let hdx: Vec<f32> = (0..rows * 4)
+            .map(|i| (0..5).map(|j| g[(i / 4) * 5 + j] * w[j * 4 + i % 4]).sum())
+            .collect();
+        assert_close(&dw.to_vec::<f32>().unwrap(), &hdw, 1e-5);
+        assert_close(&db.to_vec::<f32>().unwrap(), &hdb, 1e-5);
+        assert_close(&dx.to_vec::<f32>().unwrap(), &hdx, 1e-5);
+    }
+}

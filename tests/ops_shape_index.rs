@@ -248,6 +248,50 @@ backend_test! {
 }
 
 backend_test! {
+    fn slice_clamps_as_python_and_keeps_real_elements() {
+        let x = iota(&[3, 4]);
+        assert_eq!(x.slice(1, 1..3).to_vec::<f32>().unwrap(), vec![1.0, 2.0, 5.0, 6.0, 9.0, 10.0]);
+        assert_eq!(sizes(&x.slice(0, 2..10)), vec![1, 4]);
+        assert_eq!(sizes(&x.slice(0, 5..)), vec![0, 4]);
+        let (from, to) = (3, 1);
+        assert_eq!(sizes(&x.slice(1, from..to)), vec![3, 0]);
+        assert_eq!(x.slice(-1, ..=0).to_vec::<f32>().unwrap(), vec![0.0, 4.0, 8.0]);
+        // Along a dynamic dim: the real elements in the range, never
+        // padding, with the bound of the range.
+        let v = f32s(&[5.0, -1.0, 7.0, 8.0, -2.0, 9.0], &[6]);
+        let kept = v.masked_select(&v.gt_scalar(0.0)); // [<=6]: 5, 7, 8, 9
+        let head = kept.slice(0, ..3);
+        assert_eq!(head.size(0).to_string(), "<=3");
+        assert_eq!(head.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 8.0]);
+        assert_eq!(kept.slice(0, 2..5).to_vec::<f32>().unwrap(), vec![8.0, 9.0]);
+        assert_eq!(kept.slice(0, 4..).to_vec::<f32>().unwrap(), Vec::<f32>::new());
+        assert_eq!(kept.slice(0, 7..).size(0).as_static(), Some(0));
+        let rows = Tensor::stack(&[&kept, &kept.neg()], 1).slice(0, 1..); // [<=5, 2]
+        assert_eq!(rows.sum_dims(&[1], false).to_vec::<f32>().unwrap(), vec![0.0, 0.0, 0.0]);
+        assert_eq!(rows.to_vec::<f32>().unwrap(), vec![7.0, -7.0, 8.0, -8.0, 9.0, -9.0]);
+        // `narrow` along a dynamic dim has its static size, checked.
+        let n = kept.narrow(0, 1, 3);
+        assert_eq!(n.size(0).as_static(), Some(3));
+        assert_eq!(n.to_vec::<f32>().unwrap(), vec![7.0, 8.0, 9.0]);
+        assert!(kept.narrow(0, 2, 3).to_vec::<f32>().is_err());
+    }
+}
+
+backend_test! {
+    fn a_dynamic_slice_compiles_once_over_sizes() {
+        let mut got = Vec::new();
+        for n in 0..6usize {
+            let x = f32s(&(0..6).map(|i| if i < n { i as f32 + 1.0 } else { 0.0 }).collect::<Vec<_>>(), &[6]);
+            let top = x.masked_select(&x.gt_scalar(0.0)).slice(0, ..3).sum();
+            lazyxla::mark_step().unwrap();
+            got.push(top.item::<f32>().unwrap());
+        }
+        assert_eq!(got, vec![0.0, 1.0, 3.0, 6.0, 6.0, 6.0]);
+        assert_eq!(lazyxla::metrics::counter("UncachedCompile"), 1);
+    }
+}
+
+backend_test! {
     fn narrow_slices_a_range() {
         let x = iota(&[3, 4]);
         let r = x.narrow(1, 1, 2);
@@ -381,5 +425,29 @@ backend_test! {
         }
         // The tensor is still usable.
         assert_eq!(x.sum().item::<f32>().unwrap(), 15.0);
+    }
+}
+
+backend_test! {
+    fn index_select_of_a_count_is_a_prefix_without_gather_or_scatter() {
+        // base [3, 6, 2] indexed along dim 1 by arange(s), s = 4 of at most
+        // 6 (the dynamic Embedding's way of keeping its real rows): the
+        // prefix, and backwards the gradient added into the prefix only.
+        let bv: Vec<f32> = (0..36).map(|i| i as f32 * 0.5 - 4.0).collect();
+        let base = Tensor::from_vec(bv.clone(), &[3, 6, 2]).unwrap().requires_grad(true);
+        let len = Tensor::from_vec(vec![1i64; 4], &[4]).unwrap().mark_dynamic(0, 6);
+        let idx = Tensor::arange_sym(&len.size(0));
+        let y = base.index_select(1, &idx);
+        assert_eq!(y.size(1).to_string(), "<=6");
+        let loss = (&y * &y).sum();
+        loss.backward();
+        let g = base.grad().expect("a gradient");
+        let hlo = lazyxla::debug::stablehlo_text(&[&y, &loss, &g]).unwrap();
+        assert!(!hlo.contains("stablehlo.gather") && !hlo.contains("stablehlo.scatter"), "{hlo}");
+        lazyxla::mark_step().unwrap();
+        let want_y: Vec<f32> = (0..3).flat_map(|i| bv[i * 12..i * 12 + 8].to_vec()).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), want_y);
+        let want_g: Vec<f32> = (0..36).map(|k| if k % 12 < 8 { 2.0 * bv[k] } else { 0.0 }).collect();
+        assert_eq!(g.to_vec::<f32>().unwrap(), want_g);
     }
 }

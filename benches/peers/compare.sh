@@ -4,24 +4,16 @@
 # lazyxla / JAX (below 1: lazyxla is faster).
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
-#   WORKLOAD: topk | resnet | transformer
+#   WORKLOAD: topk | resnet | transformer | mlp | detect
 # Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and
 # JAX: PYTHON names a Python that has it, else the benchmark makes its own
 # venv (benches/peers/.venv) and installs jax from PyPI there once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-workload="${1:?workload: topk | resnet | transformer}"
+workload="${1:?workload: topk | resnet | transformer | mlp | detect}"
 rounds="${2:-5}"
 steps="${3:-50}"
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-  venv=benches/peers/.venv
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet jax
-  fi
-  python="$venv/bin/python"
-fi
+python=$(bash benches/peers/python.sh)
 cargo bench --bench models --no-run 2>/dev/null
 bin=$(cargo bench --bench models --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))/\1/p' | tail -1)
 out=$(mktemp)

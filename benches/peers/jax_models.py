@@ -2,7 +2,8 @@
 user would (`jax.jit`, hand-padded), timed the same way.
 
 Usage: python jax_models.py WORKLOAD [STEPS]
-WORKLOAD is resnet, transformer or topk. Prints one line
+       python jax_models.py --export WORKLOAD DIR
+WORKLOAD is resnet, transformer, mlp, detect or topk. Prints one line
 
     RESULT <workload> jax first_ms=<f> step_ms=<f> cpu_ms=<f>
 
@@ -10,6 +11,14 @@ first_ms: the first step, compile included; step_ms: median wall time of a
 step after warm-up (upload, step and the loss read back); cpu_ms: process
 CPU time per step over the timed steps (this machine is shared, so CPU time
 is the steadier figure). Host data generation is excluded on both sides.
+
+With --export, writes the step's StableHLO as JAX lowers it
+(`jax.jit(step).lower(...)`, its pytree arguments flattened) to
+DIR/WORKLOAD.mlir, its arguments to DIR/WORKLOAD.argN.bin (raw
+row-major bytes) and DIR/WORKLOAD.args (one line per argument:
+`dtype dims`, and a last line `feed N`: the first N results are the next
+step's first N arguments). `benches/lowering.rs` compiles and times that
+program on lazyxla's PJRT plugin beside lazyxla's own program.
 """
 
 import sys
@@ -231,6 +240,183 @@ def run_topk(steps):
 
     return timed(step, steps)
 
+# ------------------------------------------------------------------- mlp
+
+MLP_BATCH, MLP_SIZES = 128, (784, 512, 512, 10)
+ADAM_LR, B1, B2, ADAM_EPS = 1e-3, 0.9, 0.999, 1e-8
+
+
+def init_mlp(key):
+    keys = jax.random.split(key, len(MLP_SIZES) - 1)
+    params = []
+    for k, i, o in zip(keys, MLP_SIZES[:-1], MLP_SIZES[1:]):
+        bound = 1.0 / np.sqrt(i)
+        kw, kb = jax.random.split(k)
+        params.append((jax.random.uniform(kw, (o, i), jnp.float32, -bound, bound),
+                       jax.random.uniform(kb, (o,), jnp.float32, -bound, bound)))
+    return params
+
+
+def mlp_loss(params, x, labels):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w.T + b
+        if i < len(params) - 1:
+            h = jax.nn.relu(h)
+    logp = jax.nn.log_softmax(h)
+    return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+
+def adam(params, grads, m, v, t):
+    """PyTorch's Adam (bias-corrected moments, eps outside the sqrt)."""
+    t = t + 1
+    m = jax.tree.map(lambda m, g: B1 * m + (1 - B1) * g, m, grads)
+    v = jax.tree.map(lambda v, g: B2 * v + (1 - B2) * g * g, v, grads)
+    bc1, bc2 = 1 - B1 ** t, 1 - B2 ** t
+    params = jax.tree.map(
+        lambda p, m, v: p - ADAM_LR * (m / bc1) / (jnp.sqrt(v / bc2) + ADAM_EPS), params, m, v)
+    return params, m, v, t
+
+
+def mlp_step(params, m, v, t, x, labels):
+    loss, g = jax.value_and_grad(mlp_loss)(params, x, labels)
+    params, m, v, t = adam(params, g, m, v, t)
+    return params, m, v, t, loss
+
+
+def mlp_data(step):
+    rng = np.random.default_rng(step)
+    return (rng.standard_normal((MLP_BATCH, MLP_SIZES[0]), dtype=np.float32),
+            rng.integers(0, MLP_SIZES[-1], MLP_BATCH).astype(np.int32))
+
+
+def mlp_args():
+    params = init_mlp(jax.random.PRNGKey(0))
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return (params, zeros, zeros, jnp.zeros((), jnp.float32)), 4, mlp_data
+
+
+def run_mlp(steps):
+    (params, m, v, t), _, data_fn = mlp_args()
+    data = [data_fn(i) for i in range(steps + 1)]
+    step_fn = jax.jit(mlp_step)
+
+    def step(i):
+        nonlocal params, m, v, t
+        x, labels = data[i]
+        params, m, v, t, loss = step_fn(params, m, v, t, jnp.asarray(x), jnp.asarray(labels))
+        return float(loss)
+
+    return timed(step, steps)
+
+# ---------------------------------------------------------------- detect
+
+ANCHORS, FEATURES, DETECT_LR = 4096, 16, 0.02
+
+
+def init_detect(key):
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    bound = 1.0 / np.sqrt(FEATURES)
+    u = lambda k, s: jax.random.uniform(k, s, jnp.float32, -bound, bound)
+    return {"score": (u(k1, (1, FEATURES)), u(k2, (1,))),
+            "boxes": (u(k3, (4, FEATURES)), u(k4, (4,)))}
+
+
+def detect_loss(p, features, iou, deltas):
+    """The detector of examples/train_detector.rs on 4096 anchors, padded
+    by hand: positives are a mask, the box loss a masked mean over them."""
+    logits = linear(p["score"], features)[:, 0]
+    labels = (iou > 0.5).astype(jnp.float32)
+    cls = jnp.mean(jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits))))
+    pred = linear(p["boxes"], features)
+    d = jnp.abs(pred - deltas)
+    l1 = jnp.where(d < 1.0, 0.5 * d * d, d - 0.5)
+    pos = labels[:, None]
+    reg = (l1 * pos).sum() / (4 * pos.sum())
+    return cls + reg
+
+
+def detect_step(p, features, iou, deltas):
+    loss, g = jax.value_and_grad(detect_loss)(p, features, iou, deltas)
+    return jax.tree.map(lambda a, b: a - DETECT_LR * b, p, g), loss
+
+
+def detect_data(step):
+    rng = np.random.default_rng(step)
+    f = rng.standard_normal((ANCHORS, FEATURES), dtype=np.float32)
+    iou = np.clip(0.5 + 0.35 * np.tanh(f[:, 0] + 0.5 * f[:, 1]), 0, 1).astype(np.float32)
+    iou[0] = 1.0
+    deltas = (0.5 * f[:, 2:6] - 0.25 * f[:, 7:11]).astype(np.float32)
+    return f, iou, deltas
+
+
+def detect_args():
+    return (init_detect(jax.random.PRNGKey(0)),), 1, detect_data
+
+
+def run_detect(steps):
+    (p,), _, data_fn = detect_args()
+    data = [data_fn(i) for i in range(steps + 1)]
+    step_fn = jax.jit(detect_step)
+
+    def step(i):
+        nonlocal p
+        p, loss = step_fn(p, *map(jnp.asarray, data[i]))
+        return float(loss)
+
+    return timed(step, steps)
+
+# ---------------------------------------------------------------- export
+
+
+def resnet_args():
+    params, state = init_resnet(jax.random.PRNGKey(0))
+    return (params, state, jax.tree.map(jnp.zeros_like, params)), 3, resnet_data
+
+
+def transformer_args():
+    return (init_transformer(jax.random.PRNGKey(0)),), 1, lambda i: transformer_data(i)[:3]
+
+
+EXPORTS = {
+    "resnet": (resnet_step, resnet_args),
+    "transformer": (transformer_step, transformer_args),
+    "mlp": (mlp_step, mlp_args),
+    "detect": (detect_step, detect_args),
+}
+
+
+def export(workload, out):
+    """Writes the step's StableHLO, arguments and feed count (module doc)."""
+    import os
+    step, make = EXPORTS[workload]
+    step = getattr(step, "__wrapped__", step)
+    state, n_state, data_fn = make()
+    args = tuple(state) + tuple(data_fn(1))
+    leaves, tree = jax.tree.flatten(args)
+    feed = len(jax.tree.leaves(tuple(state)[:n_state]))
+
+    def flat(*leaves):
+        return jax.tree.leaves(step(*jax.tree.unflatten(tree, leaves)))
+
+    lowered = jax.jit(flat, keep_unused=True).lower(*leaves)
+    module = lowered.compiler_ir("stablehlo")
+    # The generic form parses on older StableHLO than JAX's own printer.
+    text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=False)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, workload + ".mlir"), "w") as f:
+        f.write(text)
+    outs = jax.eval_shape(flat, *leaves)
+    names = {"float32": "f32", "int32": "s32", "bool": "pred"}
+    with open(os.path.join(out, workload + ".args"), "w") as f:
+        for i, x in enumerate(leaves):
+            x = np.asarray(x)
+            if i < feed:
+                assert outs[i].shape == x.shape and outs[i].dtype == x.dtype, (i, outs[i], x.shape)
+            f.write(f"{names[str(x.dtype)]} {' '.join(map(str, x.shape))}\n")
+            np.ascontiguousarray(x).tofile(os.path.join(out, f"{workload}.arg{i}.bin"))
+        f.write(f"feed {feed}\n")
+
 # ---------------------------------------------------------------- timing
 
 
@@ -252,9 +438,13 @@ def timed(step, steps):
 
 
 def main():
+    if sys.argv[1] == "--export":
+        export(sys.argv[2], sys.argv[3])
+        return
     workload = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
-    run = {"resnet": run_resnet, "transformer": run_transformer, "topk": run_topk}[workload]
+    run = {"resnet": run_resnet, "transformer": run_transformer, "topk": run_topk,
+           "mlp": run_mlp, "detect": run_detect}[workload]
     first, step, cpu = run(steps)
     print(f"RESULT {workload} jax first_ms={first:.2f} step_ms={step:.3f} cpu_ms={cpu:.3f}")
 

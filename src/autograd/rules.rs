@@ -102,16 +102,21 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             }
             vec![Some(g.permute(&inverse))]
         }
-        Op::Slice { dim, start, len } => {
+        Op::Slice { dim, start, .. } => {
+            // Zeros before and after the slice; on a dynamic dim the slice
+            // starts at min(n, start) and the rest is n - that - its size,
+            // so the three sizes add up to `n` exactly.
             let a = &x[0];
             let shape = a.shape_exprs();
-            let total = shape[*dim].as_const().unwrap_or(0) as usize;
-            let zeros = |n: usize| {
+            let n = &shape[*dim];
+            let before = n.minimum(&SizeExpr::constant(*start as i64));
+            let after = n.sub(&before).sub(&out.shape_exprs()[*dim]);
+            let zeros = |size: SizeExpr| {
                 let mut s = shape.clone();
-                s[*dim] = SizeExpr::constant(n as i64);
+                s[*dim] = size;
                 a.zeros_like_shape(s)
             };
-            let (before, after) = (zeros(*start), zeros(total - start - len));
+            let (before, after) = (zeros(before), zeros(after));
             vec![Some(Tensor::cat(&[&before, g, &after], *dim))]
         }
         Op::Concat { dim } => {
@@ -213,6 +218,12 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::AllGather { dim, replicas } => vec![Some(g.reduce_scatter_over(*dim, *replicas))],
         Op::ReduceScatter { dim, replicas } => vec![Some(g.all_gather_over(*dim, *replicas))],
         Op::ReplicaId => vec![],
+        // A loop's results share one rule, which needs all their
+        // gradients at once: backward gathers them at the loop node
+        // (`super::loops::input_grads`) and never calls this for either.
+        Op::While(_) | Op::LoopResult { .. } => {
+            unreachable!("a loop's gradient is taken at the loop node")
+        }
     }
 }
 

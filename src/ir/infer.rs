@@ -300,25 +300,8 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             arity(1)?;
             let x = &inputs[0];
             check_dim(name, *dim, &x.shape)?;
-            let size = &x.shape[*dim];
-            let Some(n) = size.as_const() else {
-                return Err(Error::DynamicUnsupported {
-                    op: "narrow",
-                    dim: *dim,
-                    shape: shape_string(&x.shape),
-                });
-            };
-            if start + len > n as usize {
-                return Err(Error::shape(
-                    "narrow",
-                    format!(
-                        "start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})",
-                        shape_string(&x.shape)
-                    ),
-                ));
-            }
             let mut out = x.shape.clone();
-            out[*dim] = SizeExpr::constant(*len as i64);
+            out[*dim] = slice_size(&x.shape, *dim, *start, *len)?;
             Ok((x.dtype, out))
         }
         Op::Concat { dim } => {
@@ -391,9 +374,13 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             }
             for (from, to) in x.shape.iter().zip(shape.iter()) {
                 let checked = from == to
-                    || checks.iter().any(|c| {
-                        c.kind == CheckKind::Equal
-                            && ((&c.lhs, &c.rhs) == (from, to) || (&c.lhs, &c.rhs) == (to, from))
+                    || checks.iter().any(|c| match c.kind {
+                        CheckKind::Equal => {
+                            (&c.lhs, &c.rhs) == (from, to) || (&c.lhs, &c.rhs) == (to, from)
+                        }
+                        // A size checked to fit a bound, given that bound.
+                        CheckKind::AtMost => &c.lhs == from && *to == from.minimum(&c.rhs),
+                        CheckKind::NonNegative | CheckKind::MultipleOf => false,
                     });
                 if !checked {
                     return Err(Error::internal(
@@ -607,6 +594,8 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             arity(2)?;
             Ok((DType::I64, inputs[1].shape.clone()))
         }
+        Op::While(l) => super::loops::infer_while(l, inputs),
+        Op::LoopResult { index } => super::loops::infer_result(*index, inputs),
     }
 }
 
@@ -775,6 +764,37 @@ pub(crate) fn size_mismatch(
             rhs: describe(y),
             lhs_shape: shape_string(xs),
             rhs_shape: shape_string(ys),
+        }
+    }
+}
+
+/// The size of `len` elements from `start` along `dim`: exactly `len` on
+/// a static dim (where running past the end is an error), and on a
+/// dynamic dim the real elements from `start`, at most `len` (Python's
+/// `x[start:start + len]`, which clamps).
+fn slice_size(shape: &[SizeExpr], dim: usize, start: usize, len: usize) -> Result<SizeExpr> {
+    let size = &shape[dim];
+    let (start_e, end_e) = (
+        SizeExpr::constant(start as i64),
+        SizeExpr::constant(start.saturating_add(len) as i64),
+    );
+    match size.as_const() {
+        Some(n) if start.saturating_add(len) > n as usize => Err(Error::shape(
+            "narrow",
+            format!(
+                "start {start} + length {len} exceeds the size {n} of dim {dim} (shape {})",
+                shape_string(shape)
+            ),
+        )),
+        Some(_) => Ok(SizeExpr::constant(len as i64)),
+        None if start as i64 >= size.hi() => Ok(SizeExpr::constant(0)),
+        None => {
+            let real = size.minimum(&end_e).sub(&start_e);
+            Ok(if real.lo() >= 0 {
+                real
+            } else {
+                real.maximum(&SizeExpr::constant(0))
+            })
         }
     }
 }

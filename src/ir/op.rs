@@ -11,6 +11,7 @@ use super::check::SizeCheck;
 use super::conv::Conv;
 use super::dot::Dot;
 use super::leaf::LeafData;
+use super::loops::Loop;
 pub use super::window::{Window, WindowKind};
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
@@ -201,7 +202,10 @@ pub enum Op {
         /// The permutation.
         perm: Vec<usize>,
     },
-    /// One operand, `len` elements from `start` along a static `dim`.
+    /// One operand, `len` elements from `start` along `dim`. Along a
+    /// dynamic dim, the real elements from `start`, at most `len` (as
+    /// Python's `x[start:start + len]`, which clamps): the result is
+    /// dynamic, bounded by `min(len, bound - start)`.
     Slice {
         /// The dimension.
         dim: usize,
@@ -389,6 +393,17 @@ pub enum Op {
     /// No operands: the index of the replica running the program (an I64
     /// scalar; 0 on one device).
     ReplicaId,
+    // ----- control flow -----
+    /// A device loop (see `ir::loops`): operands the initial carries, the
+    /// trip count of a `fori_loop` given as a tensor, then the captured
+    /// values. Its body and condition are programs held in the op. The
+    /// node's own value is a token; `LoopResult` reads its results.
+    While(std::sync::Arc<Loop>),
+    /// Operand a `While` node: the final value of carry `index`.
+    LoopResult {
+        /// The carry.
+        index: usize,
+    },
 }
 
 impl Op {
@@ -403,6 +418,7 @@ impl Op {
             | Op::Reshape { shape }
             | Op::Guard { shape, .. } => shape,
             Op::SizeOf(e) => std::slice::from_ref(e),
+            Op::While(l) => &l.outer_sizes,
             Op::Data { .. }
             | Op::Scalar { .. }
             | Op::Unary(_)
@@ -434,16 +450,66 @@ impl Op {
             | Op::AllReduce { .. }
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
-            | Op::ReplicaId => &[],
+            | Op::ReplicaId
+            | Op::LoopResult { .. } => &[],
         }
     }
 
-    /// The size checks the op makes when the program runs (only a guard
-    /// makes any). A program must be able to compute every variable they
-    /// mention, as for [`Op::size_args`].
+    /// The size arguments of [`Op::size_args`], for rewriting (a loop's
+    /// body instantiated on other operands, see `autograd::loops`).
+    pub(crate) fn size_args_mut(&mut self) -> &mut [SizeExpr] {
+        match self {
+            Op::Iota { shape, .. }
+            | Op::RandomUniform { shape, .. }
+            | Op::Broadcast { shape, .. }
+            | Op::Reshape { shape }
+            | Op::Guard { shape, .. } => shape,
+            Op::SizeOf(e) => std::slice::from_mut(e),
+            Op::While(l) => &mut std::sync::Arc::make_mut(l).outer_sizes,
+            Op::Data { .. }
+            | Op::Scalar { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Convert(_)
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concat { .. }
+            | Op::Reverse { .. }
+            | Op::PadToBound { .. }
+            | Op::Reduce { .. }
+            | Op::ArgReduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
+            | Op::Dot(_)
+            | Op::Convolution(_)
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::IndexAdd { .. }
+            | Op::Scatter { .. }
+            | Op::Argsort { .. }
+            | Op::MaskedScatter
+            | Op::Nonzero
+            | Op::MaskedSelect
+            | Op::Unique
+            | Op::UniqueCounts
+            | Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::ReplicaId
+            | Op::LoopResult { .. } => &mut [],
+        }
+    }
+
+    /// The size checks the op makes when the program runs: a guard's,
+    /// and those of a loop's programs. A program must be able to compute
+    /// every variable a guard's mention, as for [`Op::size_args`]; a
+    /// loop's mention its programs' variables, which it computes inside.
     pub(crate) fn checks(&self) -> &[SizeCheck] {
         match self {
             Op::Guard { checks, .. } => checks,
+            Op::While(l) => &l.checks,
             Op::Data { .. }
             | Op::Scalar { .. }
             | Op::Iota { .. }
@@ -480,7 +546,8 @@ impl Op {
             | Op::AllReduce { .. }
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
-            | Op::ReplicaId => &[],
+            | Op::ReplicaId
+            | Op::LoopResult { .. } => &[],
         }
     }
 
@@ -587,6 +654,8 @@ impl Op {
             Op::AllGather { .. } => "all_gather",
             Op::ReduceScatter { .. } => "reduce_scatter",
             Op::ReplicaId => "replica_id",
+            Op::While(l) => l.name(),
+            Op::LoopResult { .. } => "loop_result",
         }
     }
 }

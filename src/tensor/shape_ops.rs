@@ -355,9 +355,74 @@ impl Tensor {
         Tensor::cat(&refs, d)
     }
 
-    /// `len` elements from `start` along `dim` (a static dimension).
+    /// `len` elements from `start` along `dim`, as PyTorch's `narrow`:
+    /// running past the end is an error. Along a dynamic dim the result
+    /// has the static size `len`, and the program checks when it runs
+    /// that the real size holds `start + len` elements (a failed check is
+    /// an `Err` from `mark_step` or the read); use
+    /// [`slice`](Tensor::slice) to take at most `len`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    /// assert_eq!(x.narrow(0, 1, 2).to_vec::<f32>().unwrap(), [2.0, 3.0]);
+    /// let real = x.gt_scalar(1.5).nonzero().flatten(); // [<=4], 3 real
+    /// assert_eq!(real.narrow(0, 0, 2).to_vec::<i64>().unwrap(), [1, 2]);
+    /// assert!(real.narrow(0, 0, 4).to_vec::<i64>().is_err()); // only 3
+    /// ```
     pub fn narrow(&self, dim: impl DimIndex, start: usize, len: usize) -> Tensor {
-        let d = dim.resolve("narrow", &self.shape_exprs());
+        let shape = self.shape_exprs();
+        let d = dim.resolve("narrow", &shape);
+        let sliced = Tensor::apply(Op::Slice { dim: d, start, len }, &[self], SmallVec::new());
+        if shape[d].as_const().is_some() {
+            return sliced;
+        }
+        let mut want = sliced.shape_exprs();
+        want[d] = SizeExpr::constant(len as i64);
+        sliced.unify_to("narrow", &want, &[])
+    }
+
+    /// The elements in `range` along `dim`, as Python's `x[start:end]`:
+    /// the range is clamped to the size, so it never fails. Along a
+    /// dynamic dim the result is dynamic, bounded by the range's length,
+    /// and holds the real elements in the range: the first `k` of a
+    /// `[<=N]` tensor (`x.slice(0, ..k)`, what detection code writes as
+    /// `keep[:k]`) has `min(n, k)` elements.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![5i64, 6, 7, 8, 9], &[5]).unwrap();
+    /// assert_eq!(x.slice(0, 1..3).to_vec::<i64>().unwrap(), [6, 7]);
+    /// assert_eq!(x.slice(0, 3..).to_vec::<i64>().unwrap(), [8, 9]);
+    /// assert_eq!(x.slice(0, ..10).to_vec::<i64>().unwrap(), [5, 6, 7, 8, 9]);
+    /// let kept = x.gt_scalar(6.0).nonzero().flatten(); // [<=5], 3 real
+    /// let first = kept.slice(0, ..2);
+    /// assert_eq!(first.size(0).to_string(), "<=2");
+    /// assert_eq!(first.to_vec::<i64>().unwrap(), [2, 3]);
+    /// ```
+    pub fn slice(&self, dim: impl DimIndex, range: impl std::ops::RangeBounds<usize>) -> Tensor {
+        use std::ops::Bound;
+        let shape = self.shape_exprs();
+        let d = dim.resolve("slice", &shape);
+        let size = &shape[d];
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => usize::MAX,
+        };
+        let (start, end) = match size.as_const() {
+            Some(n) => {
+                let n = n as usize;
+                (start.min(n), end.min(n))
+            }
+            None => (start, end.min(size.hi().max(0) as usize)),
+        };
+        let len = end.saturating_sub(start);
         Tensor::apply(Op::Slice { dim: d, start, len }, &[self], SmallVec::new())
     }
 }

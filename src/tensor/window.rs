@@ -197,6 +197,12 @@ impl Tensor {
                 )
             );
         }
+        if output == (1, 1) {
+            // A global mean: a reduction forward and a broadcast backward,
+            // where a whole-input window's gradient would be a window
+            // reduction of the padded gradient, written out in full.
+            return self.mean_dims(&[r as i64 - 2, r as i64 - 1], true);
+        }
         if h % oh == 0 && w % ow == 0 {
             let k = (h / oh, w / ow);
             let win = self.pool_window(op, k, k, (0, 0));

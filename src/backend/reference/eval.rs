@@ -35,6 +35,8 @@ pub(super) fn run(
 ) -> Result<Vec<HostArray>> {
     let positions = program.var_positions();
     let mut values: Vec<HostArray> = Vec::with_capacity(program.nodes.len());
+    // Each loop node's results (its own value is a token).
+    let mut loops: HashMap<usize, Vec<HostArray>> = HashMap::new();
     let mut params = params.into_iter();
     for (i, node) in program.nodes.iter().enumerate() {
         let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
@@ -151,7 +153,12 @@ pub(super) fn run(
                     map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
                 }
                 Op::Slice { dim, start, len } => {
-                    map_host_array!(ins[0], a => a.slice_axis(Axis(*dim), ndarray::Slice::from(*start..start + len)).to_owned())
+                    // Exact sizes: a dynamic dim clamps (see `Op::Slice`).
+                    map_host_array!(ins[0], a => {
+                        let n = a.shape()[*dim];
+                        let from = (*start).min(n);
+                        a.slice_axis(Axis(*dim), ndarray::Slice::from(from..start.saturating_add(*len).min(n))).to_owned()
+                    })
                 }
                 Op::Concat { dim } => concat(&ins, *dim)?,
                 Op::Reverse { dims: ds } => map_host_array!(ins[0], a => {
@@ -367,6 +374,22 @@ pub(super) fn run(
                     super::collective::reduce_scatter(ins[0], *dim, *replicas)?
                 }
                 Op::ReplicaId => super::collective::replica_id(),
+                Op::While(l) => {
+                    let outer = l
+                        .outer_sizes
+                        .iter()
+                        .map(|e| size_value(e, program, &positions, &values, var_args))
+                        .collect::<Result<Vec<_>>>()?;
+                    let operands: Vec<&HostArray> =
+                        node.inputs.iter().map(|&j| &values[j]).collect();
+                    loops.insert(i, super::loops::run(l, &operands, &outer)?);
+                    HostArray::full(DType::Bool, &[], 0.0)
+                }
+                Op::LoopResult { index } => loops
+                    .get(&node.inputs[0])
+                    .and_then(|r| r.get(*index))
+                    .cloned()
+                    .ok_or_else(|| err("loop_result", "no such result"))?,
             })
         };
         let v = eval().map_err(|e| node_failed(program, i, e))?;

@@ -10,6 +10,7 @@ mod conv;
 mod eval;
 mod kernels;
 mod replicas;
+mod loops;
 mod window;
 
 pub(crate) use replicas::ReferenceReplicas;

@@ -113,6 +113,11 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// Another handle on an existing client (its executables hand theirs out).
+    pub(super) fn from_inner(inner: Arc<ClientInner>) -> Client {
+        Client { inner }
+    }
+
     /// Creates a client with no options (`PJRT_Client_Create`).
     pub fn new(plugin: Arc<Plugin>) -> Result<Client, PjrtError> {
         Client::with_options(plugin, &[])

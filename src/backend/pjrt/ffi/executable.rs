@@ -139,6 +139,11 @@ impl Executable {
         Ok(args.num_outputs)
     }
 
+    /// The client the program was compiled on (where its arguments live).
+    pub fn client(&self) -> super::Client {
+        super::Client::from_inner(self.client.clone())
+    }
+
     /// The number of results the program returns (results are never tupled).
     pub fn num_outputs(&self) -> usize {
         self.num_outputs

@@ -42,6 +42,60 @@ impl Ctx<'_> {
         self.redyn(out, ty, &sizes)
     }
 
+    /// True when node `i` is a 1-D count `0, 1, .., n-1` (`arange`): as
+    /// an index it selects (or adds into) a prefix, which needs no gather
+    /// or scatter (the dynamic `Embedding` keeps its real rows this way).
+    pub(super) fn counting(&self, i: usize) -> bool {
+        let n = &self.program.nodes[i];
+        matches!(&n.op, crate::ir::Op::Iota { dim: 0, .. }) && n.shape.len() == 1
+    }
+
+    /// `index_select` of the first `n` positions along `dim` (`idx` counts
+    /// `0..n`): a slice of the bound, given `n` as its size. Falls back
+    /// to the gather when the index's bound exceeds `x`'s (XLA's gather
+    /// would clamp those indices).
+    pub(super) fn prefix_select(&mut self, x: &V, idx: &V, dim: usize, ty: &Ty) -> V {
+        let k = idx.ty.dims[0];
+        if k > x.ty.dims[dim] {
+            return self.index_select(x, idx, dim, ty);
+        }
+        let mut sizes = self.sizes_of(x);
+        sizes[dim] = idx.ty.dynamic[0].then(|| self.b.get_size(idx, 0));
+        let xs = self.padded(x, None);
+        let out = self.b.slice(&xs, dim, 0, k);
+        self.redyn(out, ty, &sizes)
+    }
+
+    /// `index_add` of `src` at the first `n` positions along `dim` (`idx`
+    /// counts `0..n`): `src` with its padding along `dim` zeroed, padded
+    /// with zeros to the base's bound, added. Padding of `src` along other
+    /// dims lands in the base's padding, as with the scatter. Falls back
+    /// to the scatter when `src`'s bound along `dim` exceeds the base's.
+    pub(super) fn prefix_add(&mut self, base: &V, idx: &V, src: &V, dim: usize, ty: &Ty) -> V {
+        let (k, m) = (src.ty.dims[dim], base.ty.dims[dim]);
+        if k > m || idx.ty.dims[0] != k {
+            return self.index_add(base, idx, src, dim, ty);
+        }
+        let sizes = self.sizes_of(base);
+        let bs = self.padded(base, None);
+        let mut src_sizes = self.sizes_of(src);
+        // Positions past the index's count take nothing.
+        src_sizes[dim] = match (idx.ty.dynamic[0], src_sizes[dim].clone()) {
+            (true, _) => Some(self.b.get_size(idx, 0)),
+            (false, s) => s,
+        };
+        let zero = src.ty.elt.literal(0.0);
+        let ss = self.padded_along(src, &src_sizes, &zero, &[dim]);
+        let z = self.b.scalar(0.0, ss.ty.elt);
+        let ss = if k < m {
+            self.b.pad(&ss, &z, dim, 0, m - k)
+        } else {
+            ss
+        };
+        let out = self.b.bin("add", &bs, &ss);
+        self.redyn(out, ty, &sizes)
+    }
+
     /// Full coordinates (i64) of every position of the static `idx_s`, with
     /// `idx_s` itself along `dim`.
     fn coords(&mut self, idx_s: &V, dim: usize) -> Vec<V> {

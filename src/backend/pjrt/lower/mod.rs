@@ -37,8 +37,10 @@ mod conv;
 mod dynamic;
 mod emit;
 mod index;
+mod loops;
 mod math;
 mod reduce;
+mod shared_fill;
 mod sizes;
 mod sort;
 mod window;
@@ -84,6 +86,9 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
+    /// Values whose padding is zero along the listed dims
+    /// (`shared_fill`), by SSA name.
+    pub(super) zeroed: HashMap<String, Vec<usize>>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -101,16 +106,7 @@ pub(super) fn node_ty(dtype: DType, shape: &[SizeExpr]) -> Ty {
 
 /// Lowers `program`.
 pub(crate) fn lower(program: &Program) -> Result<Lowered> {
-    let mut ctx = Ctx {
-        b: Builder::new(),
-        program,
-        values: vec![None; program.nodes.len()],
-        params: HashMap::new(),
-        var_pos: program.var_positions(),
-        var_vals: HashMap::new(),
-        var_args: Vec::new(),
-        checks: Vec::new(),
-    };
+    let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
         let v = V {
@@ -121,7 +117,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         v
     };
     let i32t = Ty::scalar(Elt::I32);
-    let mut raw_params = Vec::new();
+    let mut params = Vec::new();
     for &p in &program.params {
         let n = &program.nodes[p];
         let ty = node_ty(n.dtype, &n.shape);
@@ -130,7 +126,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
             .filter(|&d| ty.dynamic[d])
             .map(|_| arg(&i32t, &mut sig))
             .collect();
-        raw_params.push((p, ty, data, sizes));
+        params.push((data, sizes));
     }
     let num_var_args = program
         .vars
@@ -141,27 +137,9 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         })
         .max()
         .unwrap_or(0);
-    for _ in 0..num_var_args {
-        let v = arg(&i32t, &mut sig);
-        ctx.var_args.push(v);
-    }
-    for (p, ty, data, sizes) in raw_params {
-        let mut sizes = sizes.into_iter();
-        let mut v = data;
-        for d in 0..ty.rank() {
-            if ty.dynamic[d] {
-                let s = sizes.next().expect("one size per dynamic dim");
-                let s = ctx.clamp_size(&s, ty.dims[d]);
-                v = ctx.b.set_size(&v, d, &s, true);
-            }
-        }
-        ctx.params.insert(p, v);
-    }
-
-    for i in 0..program.nodes.len() {
-        let v = ctx.node(i)?;
-        ctx.values[i] = Some(v);
-    }
+    let var_args = (0..num_var_args).map(|_| arg(&i32t, &mut sig)).collect();
+    ctx.enter(params, var_args);
+    ctx.lower_nodes()?;
 
     let mut results: Vec<V> = Vec::new();
     let mut output_dynamic = Vec::new();
@@ -215,8 +193,60 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     })
 }
 
+impl<'p> Ctx<'p> {
+    /// A context lowering `program` into `b` (a function's body, or a
+    /// loop's region: see `loops`).
+    pub(super) fn new(b: Builder, program: &'p Program) -> Ctx<'p> {
+        Ctx {
+            b,
+            program,
+            values: vec![None; program.nodes.len()],
+            params: HashMap::new(),
+            var_pos: program.var_positions(),
+            var_vals: HashMap::new(),
+            var_args: Vec::new(),
+            checks: Vec::new(),
+            zeroed: HashMap::new(),
+        }
+    }
+
+    /// Binds the parameters, each given as a static buffer at its bound
+    /// and one i32 size per dynamic dimension (the entry convention; each
+    /// size is clamped to its bound), and the `VarSource::Arg` sizes.
+    pub(super) fn enter(&mut self, params: Vec<(V, Vec<V>)>, var_args: Vec<V>) {
+        self.var_args = var_args;
+        for (&p, (data, sizes)) in self.program.params.iter().zip(params) {
+            let ty = self.ty(p);
+            let mut sizes = sizes.into_iter();
+            let mut v = data;
+            for d in 0..ty.rank() {
+                if ty.dynamic[d] {
+                    let s = sizes.next().expect("one size per dynamic dim");
+                    let s = self.clamp_size(&s, ty.dims[d]);
+                    v = self.b.set_size(&v, d, &s, true);
+                }
+            }
+            self.params.insert(p, v);
+        }
+    }
+
+    /// Lowers every node, in order, zeroing once the padding that
+    /// several consumers need zero (see `shared_fill`).
+    pub(super) fn lower_nodes(&mut self) -> Result<()> {
+        let zero_once = shared_fill::zero_once(self.program);
+        for (i, zero) in zero_once.iter().enumerate() {
+            let mut v = self.node(i)?;
+            if let Some(dims) = zero {
+                v = self.zero_padding_once(v, dims);
+            }
+            self.values[i] = Some(v);
+        }
+        Ok(())
+    }
+}
+
 impl Ctx<'_> {
-    fn value(&self, i: usize) -> Result<V> {
+    pub(super) fn value(&self, i: usize) -> Result<V> {
         self.values[i].clone().ok_or_else(|| {
             Error::internal("pjrt lowering", format!("node {i} used before defined"))
         })
@@ -311,14 +341,7 @@ impl Ctx<'_> {
                 let sizes: Vec<Option<V>> = perm.iter().map(|&p| sizes[p].clone()).collect();
                 self.redyn(out, &ty, &sizes)
             }
-            Op::Slice { dim, start, len } => {
-                let sizes = self.sizes_of(&ins[0]);
-                let x = self.padded(&ins[0], None);
-                let out = self
-                    .b
-                    .slice(&x, *dim, *start as i64, (*start + *len) as i64);
-                self.redyn(out, &ty, &sizes)
-            }
+            Op::Slice { dim, start, .. } => self.slice(&ins[0], *dim, *start, &ty),
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
             Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
@@ -335,9 +358,21 @@ impl Ctx<'_> {
             Op::Convolution(cv) => self.in_f32(&ins, &ty, |c, ins, ty| {
                 c.convolution(&ins[0], &ins[1], cv, ty)
             }),
-            Op::IndexSelect { dim } => self.index_select(&ins[0], &ins[1], *dim, &ty),
+            Op::IndexSelect { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_select(&ins[0], &ins[1], *dim, &ty)
+                } else {
+                    self.index_select(&ins[0], &ins[1], *dim, &ty)
+                }
+            }
             Op::Gather { dim } => self.gather(&ins[0], &ins[1], *dim, &ty),
-            Op::IndexAdd { dim } => self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty),
+            Op::IndexAdd { dim } => {
+                if self.counting(node.inputs[1]) {
+                    self.prefix_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                } else {
+                    self.index_add(&ins[0], &ins[1], &ins[2], *dim, &ty)
+                }
+            }
             Op::Scatter { dim, mode } => self.scatter(&ins[0], &ins[1], &ins[2], *dim, *mode, &ty),
             Op::Argsort {
                 dim,
@@ -360,6 +395,8 @@ impl Ctx<'_> {
                 self.reduce_scatter(&ins[0], *dim, *replicas, &ty)
             }
             Op::ReplicaId => self.replica_id(),
+            Op::While(l) => self.while_loop(l, &ins)?,
+            Op::LoopResult { index } => self.loop_result(node.inputs[0], &ins[0], *index, &ty)?,
         })
     }
 
@@ -461,6 +498,24 @@ impl Ctx<'_> {
 
     // ----- shape ops -----
 
+    /// `ty.dims[dim]` elements of the padded `x` from `start` (clamped to
+    /// the bound). Along a dynamic dim of real size `n` the result holds
+    /// `n - start` clamped to `[0, ty.dims[dim]]` (what `redyn` clamps
+    /// to), which is `Op::Slice`'s `max(0, min(n - start, len))`.
+    fn slice(&mut self, x: &V, dim: usize, start: usize, ty: &Ty) -> V {
+        let mut sizes = self.sizes_of(x);
+        let xs = self.padded(x, None);
+        let from = (start as i64).min(x.ty.dims[dim]);
+        let out = self.b.slice(&xs, dim, from, from + ty.dims[dim]);
+        if let Some(n) = sizes[dim].take() {
+            if ty.dynamic[dim] {
+                let start = self.b.i32c(start as i64);
+                sizes[dim] = Some(self.b.bin("subtract", &n, &start));
+            }
+        }
+        self.redyn(out, ty, &sizes)
+    }
+
     fn concat(&mut self, ins: &[V], dim: usize, ty: &Ty) -> V {
         let mut sizes = self.sizes_of(&ins[0]);
         let parts: Vec<V> = ins.iter().map(|x| self.padded(x, None)).collect();
@@ -469,20 +524,28 @@ impl Ctx<'_> {
             let out = self.b.concat(&refs, dim, ty.bound());
             return self.redyn(out, ty, &sizes);
         }
-        // Along a dynamic dim: write each part at the running real offset.
-        // Each start is at most the sum of the earlier bounds, so it never
-        // gets clamped; a part's padding is overwritten by the next part.
+        // Along a dynamic dim: write each part at the running real offset
+        // into a buffer as long as the parts' bounds together, so that no
+        // start is ever clamped (the result's bound may be smaller: its
+        // size expression can simplify, as `min(1, n) + .. = n`); a part's
+        // padding is overwritten by the next part.
+        let total: i64 = parts.iter().map(|p| p.ty.dims[dim]).sum();
+        let mut wide = ty.bound();
+        wide.dims[dim] = wide.dims[dim].max(total);
         let zero = self.b.scalar(0.0, ty.elt);
-        let mut out = self.b.fill(&zero, ty);
+        let mut out = self.b.fill(&zero, &wide);
         let mut offset = self.b.i32c(0);
         for (x, p) in ins.iter().zip(&parts) {
             let mut starts: Vec<V> = (0..ty.rank()).map(|_| self.b.i32c(0)).collect();
             starts[dim] = offset.clone();
             let mut args: Vec<&V> = vec![&out, p];
             args.extend(starts.iter());
-            out = self.b.op("dynamic_update_slice", &args, "", ty.bound());
+            out = self.b.op("dynamic_update_slice", &args, "", wide.clone());
             let n = self.b.get_size(x, dim);
             offset = self.b.bin("add", &offset, &n);
+        }
+        if wide.dims[dim] > ty.dims[dim] {
+            out = self.b.slice(&out, dim, 0, ty.dims[dim]);
         }
         sizes[dim] = Some(offset);
         self.redyn(out, ty, &sizes)

@@ -181,7 +181,11 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        let mask = self.mask_from_sizes(&x.ty, &along);
+        let mask = if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
+            None
+        } else {
+            self.mask_from_sizes(&x.ty, &along)
+        };
         let s = self.padded(x, None);
         match mask {
             Some(mask) => {

@@ -1,0 +1,278 @@
+//! The model workloads of `benches/models.rs` and `benches/lowering.rs`,
+//! written as a user would, each the same step as its JAX twin in
+//! `peers/jax_models.py`. A workload is a closure running step `i` on its
+//! own seeded inputs (generated before the first step, so that host data
+//! generation stays out of every timing, as on the JAX side) and returning
+//! the loss it read.
+
+#![allow(dead_code)]
+
+#[allow(dead_code)]
+#[path = "../../examples/models/resnet.rs"]
+mod resnet;
+
+#[allow(dead_code)]
+#[path = "../../examples/models/transformer.rs"]
+mod transformer;
+
+use lazyxla::nn::{self, Linear, Module};
+use lazyxla::optim::{Adam, Optimizer, Sgd};
+use lazyxla::{mark_step, Tensor};
+
+/// A workload's step: runs step `i` (inputs `i`, `0..=steps`) and returns
+/// what it read.
+pub type Step = Box<dyn FnMut(usize) -> f64>;
+
+/// The workload called `name`, with inputs for steps `0..=steps`.
+pub fn workload(name: &str, steps: usize) -> Option<Step> {
+    Some(match name {
+        "topk" => topk(steps),
+        "resnet" => resnet_step(steps),
+        "transformer" => transformer_step(steps),
+        "mlp" => mlp_step(steps, false),
+        "mlp_bf16" => mlp_step(steps, true),
+        "detect" => detect_step(steps),
+        _ => return None,
+    })
+}
+
+/// The names [`workload`] knows.
+pub const NAMES: &str = "topk, resnet, transformer, mlp, mlp_bf16, detect";
+
+/// One SGD step (momentum 0.9) of the small ResNet (`examples/models`),
+/// batch 32 of 3x32x32 images, 10 classes, the loss read.
+fn resnet_step(steps: usize) -> Step {
+    const BATCH: usize = 32;
+    let net = resnet::SmallResNet::new(10, 0);
+    let mut opt = Sgd::new(net.parameters(), 0.1).momentum(0.9);
+    let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let x = normal(i, BATCH * 3 * 32 * 32);
+            let y = uniform(i + 7, BATCH)
+                .iter()
+                .map(|u| (u * 10.0) as i64)
+                .collect();
+            (x, y)
+        })
+        .collect();
+    Box::new(move |i| {
+        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 3, 32, 32]).unwrap();
+        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&net.forward(&x), &y);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// `topk` of 100,000 scores, k = 1000, both results read.
+const TOPK_N: usize = 100_000;
+const TOPK_K: usize = 1000;
+
+fn topk(steps: usize) -> Step {
+    let data: Vec<Vec<f32>> = (0..=steps as u64).map(|i| uniform(i, TOPK_N)).collect();
+    Box::new(move |i| {
+        let x = Tensor::from_vec(data[i].clone(), &[TOPK_N]).unwrap();
+        let (v, idx) = x.topk(TOPK_K, 0, true);
+        mark_step().unwrap();
+        let v = v.to_vec::<f32>().unwrap();
+        let idx = idx.to_vec::<i64>().unwrap();
+        v[0] as f64 + idx[0] as f64
+    })
+}
+
+/// One SGD step of the transformer block (`examples/models`): 16 rows of
+/// a length that changes every step (16 to 64, `mark_dynamic`, bound 64),
+/// vocabulary 1000, width 64, 4 heads, MLP 256; the mean cross-entropy
+/// over the real tokens read. JAX pads by hand to 64 and masks.
+fn transformer_step(steps: usize) -> Step {
+    const B: usize = 16;
+    const T: usize = 64;
+    const VOCAB: usize = 1000;
+    let net = transformer::TinyTransformer::new(VOCAB, 64, 4, 256, 0);
+    let mut opt = Sgd::new(net.parameters(), 0.01);
+    let data: Vec<(usize, Vec<i64>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let len = T / 4 + (uniform(i, 1)[0] * (T - T / 4 + 1) as f32) as usize;
+            let len = len.min(T);
+            let tok = |s| {
+                uniform(s, B * len)
+                    .iter()
+                    .map(|u| (u * VOCAB as f32) as i64)
+                    .collect()
+            };
+            (len, tok(i + 11), tok(i + 13))
+        })
+        .collect();
+    Box::new(move |i| {
+        let (len, tokens, targets) = &data[i];
+        let tokens = Tensor::from_vec(tokens.clone(), &[B, *len])
+            .unwrap()
+            .mark_dynamic(1, T);
+        let targets = Tensor::from_vec(targets.clone(), &[B, *len])
+            .unwrap()
+            .mark_dynamic_as(1, &tokens, 1);
+        opt.zero_grad();
+        // Per token, as the JAX side: flattening [16, <=64, V] to
+        // [16*s, V] would pack the rows (a gather each way).
+        let nll = net
+            .forward(&tokens)
+            .log_softmax(2)
+            .gather(2, &targets.unsqueeze(2))
+            .neg();
+        let loss = nll.mean();
+        drop(nll);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// One Adam step of a 784-512-512-10 MLP at batch 128 (`train_step`'s
+/// workload), computing in f32 or, with `bf16`, in bfloat16 from f32
+/// weights (mixed precision: the weights, gradients and Adam's state stay
+/// f32, the loss is taken in f32).
+fn mlp_step(steps: usize, bf16: bool) -> Step {
+    use lazyxla::nn::{Relu, Sequential};
+    use lazyxla::DType;
+    const BATCH: usize = 128;
+    let net = Sequential::new()
+        .add(Linear::new(784, 512, 1))
+        .add(Relu)
+        .add(Linear::new(512, 512, 2))
+        .add(Relu)
+        .add(Linear::new(512, 10, 3));
+    let mut opt = Adam::new(net.parameters(), 1e-3);
+    let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
+        .map(|i| {
+            let y = uniform(i + 7, BATCH)
+                .iter()
+                .map(|u| (u * 10.0) as i64)
+                .collect();
+            (normal(i, BATCH * 784), y)
+        })
+        .collect();
+    Box::new(move |i| {
+        let forward = |x: &Tensor| {
+            if !bf16 {
+                return net.forward(x);
+            }
+            let p: Vec<Tensor> = net
+                .parameters()
+                .iter()
+                .map(|t| t.to_dtype(DType::BF16))
+                .collect();
+            let mut h = x.to_dtype(DType::BF16);
+            for (i, pair) in p.chunks(2).enumerate() {
+                h = h.matmul(&pair[0].transpose(0, 1)) + &pair[1];
+                if i < 2 {
+                    h = h.relu();
+                }
+            }
+            h.to_dtype(DType::F32)
+        };
+        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 784]).unwrap();
+        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&forward(&x), &y);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// The detector of `examples/train_detector.rs` on 4096 anchors of 16
+/// features, trained with SGD (lr 0.02): objectness on every anchor, and a
+/// smooth-L1 box loss on the positives only (`gt` + `nonzero` +
+/// `index_select`, about half the anchors, a different number every
+/// step); the loss read. JAX's twin pads by hand: a mask and a masked mean.
+fn detect_step(steps: usize) -> Step {
+    const ANCHORS: usize = 4096;
+    const FEATURES: usize = 16;
+    let score = Linear::new(FEATURES, 1, 3);
+    let boxes = Linear::new(FEATURES, 4, 4);
+    let mut params = score.parameters();
+    params.extend(boxes.parameters());
+    let mut opt = Sgd::new(params, 0.02);
+    let data: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..=steps as u64)
+        .map(|i| {
+            let f = normal(i, ANCHORS * FEATURES);
+            let row = |a: usize| &f[a * FEATURES..(a + 1) * FEATURES];
+            let iou = (0..ANCHORS)
+                .map(|a| {
+                    let r = row(a);
+                    let q = 0.5 + 0.35 * (r[0] + 0.5 * r[1]).tanh();
+                    if a == 0 {
+                        1.0
+                    } else {
+                        q.clamp(0.0, 1.0)
+                    }
+                })
+                .collect();
+            let deltas = (0..ANCHORS)
+                .flat_map(|a| {
+                    let r = row(a);
+                    (0..4).map(move |k| 0.5 * r[k + 2] - 0.25 * r[k + 7])
+                })
+                .collect();
+            (f, iou, deltas)
+        })
+        .collect();
+    Box::new(move |i| {
+        let (f, iou, deltas) = &data[i];
+        let features = Tensor::from_vec(f.clone(), &[ANCHORS, FEATURES]).unwrap();
+        let iou = Tensor::from_vec(iou.clone(), &[ANCHORS]).unwrap();
+        let deltas = Tensor::from_vec(deltas.clone(), &[ANCHORS, 4]).unwrap();
+        opt.zero_grad();
+        let logits = score.forward(&features).squeeze(1);
+        let labels = iou.gt_scalar(0.5);
+        let cls = nn::binary_cross_entropy_with_logits(&logits, &labels);
+        let positives = labels.nonzero().flatten();
+        let pred = boxes.forward(&features.index_select(0, &positives));
+        let target = deltas.index_select(0, &positives);
+        let loss = &cls + &nn::smooth_l1_loss(&pred, &target);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// Seeded uniform floats in [0, 1).
+pub fn uniform(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+/// Seeded standard normal floats (Box-Muller over [`uniform`]).
+pub fn normal(seed: u64, n: usize) -> Vec<f32> {
+    let u = uniform(seed, n + 1);
+    (0..n)
+        .map(|i| {
+            let (a, b) = (u[i].max(1e-7) as f64, u[i + 1] as f64);
+            ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
+        })
+        .collect()
+}
+
+/// The process's CPU time (all threads) in milliseconds.
+pub fn cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+}
