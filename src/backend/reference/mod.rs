@@ -9,8 +9,8 @@ mod collective;
 mod conv;
 mod eval;
 mod kernels;
-mod replicas;
 mod loops;
+mod replicas;
 mod window;
 
 pub(crate) use replicas::ReferenceReplicas;
