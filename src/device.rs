@@ -74,6 +74,28 @@ pub(crate) fn plugin_path() -> crate::Result<PathBuf> {
         .ok_or_else(|| crate::Error::Plugin(discover::not_found_message(&search)))
 }
 
+/// Registers the devices of a new PJRT client under its plugin's path and
+/// returns the first (the one `pjrt_from` and `pjrt_distributed` give).
+fn register_client(
+    cache: &mut HashMap<PathBuf, Vec<Device>>,
+    key: PathBuf,
+    path: &Path,
+    backends: Vec<PjrtBackend>,
+) -> crate::Result<Device> {
+    let all: Vec<Device> = backends
+        .into_iter()
+        .map(|b| Device::new(Arc::new(b)))
+        .collect();
+    let first = all.first().cloned().ok_or_else(|| {
+        crate::Error::Plugin(format!(
+            "PJRT plugin {}: the client has no devices",
+            path.display()
+        ))
+    })?;
+    cache.insert(key, all);
+    Ok(first)
+}
+
 fn choose_default() -> Device {
     let forced = std::env::var("LAZYXLA_BACKEND").unwrap_or_default();
     match forced.as_str() {
@@ -185,18 +207,8 @@ impl Device {
         if let Some(d) = cache.get(&key) {
             return Ok(d[0].clone());
         }
-        let all: Vec<Device> = PjrtBackend::open_all(path)?
-            .into_iter()
-            .map(|b| Device::new(Arc::new(b)))
-            .collect();
-        let first = all.first().cloned().ok_or_else(|| {
-            crate::Error::Plugin(format!(
-                "PJRT plugin {}: the client has no devices",
-                path.display()
-            ))
-        })?;
-        cache.insert(key, all);
-        Ok(first)
+        let backends = PjrtBackend::open_all(path)?;
+        register_client(&mut cache, key, path, backends)
     }
 
     /// The XLA device of the PJRT plugin at `path` as process `node_id` of
@@ -237,18 +249,8 @@ impl Device {
                 path.display()
             )));
         }
-        let all: Vec<Device> = PjrtBackend::open_distributed(path, node_id, num_nodes, store)?
-            .into_iter()
-            .map(|b| Device::new(Arc::new(b)))
-            .collect();
-        let first = all.first().cloned().ok_or_else(|| {
-            crate::Error::Plugin(format!(
-                "PJRT plugin {}: the client has no devices",
-                path.display()
-            ))
-        })?;
-        cache.insert(key, all);
-        Ok(first)
+        let backends = PjrtBackend::open_distributed(path, node_id, num_nodes, store)?;
+        register_client(&mut cache, key, path, backends)
     }
 
     /// The device's name (`reference`, `pjrt:cpu`, ..).

@@ -926,3 +926,31 @@ fn loops_in_dynamic_zones() {
         check_fixed(spec);
     }
 }
+
+/// Found by the proptest: XLA's CPU compiler threw a C++ exception (the
+/// process aborted) on a program that sliced an empty range out of a
+/// concatenate with an empty operand, beside a dynamic zone and a matrix
+/// product. The lowering now emits no op for an empty value.
+#[test]
+fn an_empty_slice_of_a_concatenate_with_an_empty_part() {
+    let spec = Spec {
+        rows: 2,
+        cols: 1,
+        a: vec![0, 0],
+        b: vec![0, -1],
+        dynamic_input: None,
+        steps: vec![
+            Step::SumDim(32, 1),
+            Step::IndexSelectDynamic(13, 10),
+            Step::Slice(30, 0, 3),
+            Step::MatMul(62, 0),
+            Step::SumDim(5, 0),
+            Step::Slice(25, 3, 4),
+            Step::MaxDim(54, 1),
+            Step::Scalar(0, 7, 1),
+        ],
+    };
+    let ir = ops_in(&spec);
+    assert!(ir.contains("f32[0] = slice"), "{ir}");
+    check_fixed(spec);
+}

@@ -237,3 +237,17 @@ backend_test! {
         assert!(hlo.contains("\"stablehlo.replica_id\""), "{hlo}");
     }
 }
+
+backend_test! {
+    fn collectives_of_empty_operands_are_empty() {
+        // XLA rejects these ops on empty operands (found by the
+        // differential test on one device); the lowering emits none.
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]).unwrap().slice(0, 1..1);
+        let y = Tensor::cat(
+            &[&x.all_reduce(ReduceOp::Sum), &x.all_gather(0), &x.reduce_scatter(0)],
+            1,
+        );
+        assert_eq!(y.shape_string(), "[0, 6]");
+        assert_eq!(y.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    }
+}

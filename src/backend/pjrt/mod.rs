@@ -382,6 +382,23 @@ impl PjrtBackend {
     }
 }
 
+/// The runtime finds each result's size outputs by its shape (see
+/// `ExecOutputs`): an internal error unless the lowering laid them out so.
+fn check_result_layout(program: &Program, lowered: &lower::Lowered) -> Result<()> {
+    let by_shape = program
+        .outputs
+        .iter()
+        .map(|&o| ExecOutputs::of_result(&program.nodes[o].shape));
+    if by_shape.eq(lowered.output_dynamic.iter().map(|d| 1 + d)) {
+        Ok(())
+    } else {
+        Err(Error::internal(
+            "pjrt compile",
+            "the lowered results' dynamic dimensions differ from the program's shapes",
+        ))
+    }
+}
+
 impl Backend for PjrtBackend {
     fn name(&self) -> String {
         self.name.clone()
@@ -393,18 +410,7 @@ impl Backend for PjrtBackend {
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = lower::lower(program)?;
-        // The runtime finds each result's size outputs by its shape (see
-        // `ExecOutputs`); the lowering must have laid them out that way.
-        let by_shape = program
-            .outputs
-            .iter()
-            .map(|&o| ExecOutputs::of_result(&program.nodes[o].shape));
-        if !by_shape.eq(lowered.output_dynamic.iter().map(|d| 1 + d)) {
-            return Err(Error::internal(
-                "pjrt compile",
-                "the lowered results' dynamic dimensions differ from the program's shapes",
-            ));
-        }
+        check_result_layout(program, &lowered)?;
         let ir = crate::ir::print::print_program(program);
         let exe = self.compile_text(&ir, &lowered.text)?;
         Ok(Arc::new(PjrtExecutable {

@@ -9,7 +9,7 @@
 //! name the replicas `0..n`. Reading a value reads replica 0's.
 
 use super::ffi::{Buffer, Client, CompileOptions, Event, PjrtError};
-use super::{at_exit, backend_err, dump, lower, PjrtBackend, PjrtExecutable};
+use super::{at_exit, backend_err, check_result_layout, dump, lower, PjrtBackend, PjrtExecutable};
 use crate::backend::Storage;
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::host::HostArray;
@@ -170,16 +170,7 @@ impl Backend for PjrtReplicas {
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = self.module(program)?;
-        let by_shape = program
-            .outputs
-            .iter()
-            .map(|&o| ExecOutputs::of_result(&program.nodes[o].shape));
-        if !by_shape.eq(lowered.output_dynamic.iter().map(|d| 1 + d)) {
-            return Err(Error::internal(
-                "pjrt compile",
-                "the lowered results' dynamic dimensions differ from the program's shapes",
-            ));
-        }
+        check_result_layout(program, &lowered)?;
         let ir = crate::ir::print::print_program(program);
         let client = &self.members[0].client;
         let ids: Vec<i64> = self

@@ -363,12 +363,7 @@ pub(super) fn from_host(
             "PRED host data must contain only 0 and 1 bytes",
         ));
     }
-    let device_ptr = *client.devices.get(device).ok_or_else(|| {
-        PjrtError::local(format!(
-            "device {device} out of range: the client has {} addressable devices",
-            client.devices.len()
-        ))
-    })?;
+    let device_ptr = device_at(client, device)?;
 
     let plugin = &client.plugin;
     let from_host = api_fn!(plugin, PJRT_Client_BufferFromHostBuffer)?;
@@ -407,12 +402,7 @@ pub(super) fn copy_to_device(
             "copy_to_device: the buffer belongs to a different PJRT client",
         ));
     }
-    let device_ptr = *client.devices.get(device).ok_or_else(|| {
-        PjrtError::local(format!(
-            "device {device} out of range: the client has {} addressable devices",
-            client.devices.len()
-        ))
-    })?;
+    let device_ptr = device_at(client, device)?;
     let plugin = &client.plugin;
     let copy = api_fn!(plugin, PJRT_Buffer_CopyToDevice)?;
     let mut args = new_args::<sys::BufferCopyToDeviceArgs>();
@@ -430,4 +420,14 @@ pub(super) fn copy_to_device(
         out.read_shape()?;
     }
     Ok(out)
+}
+
+/// The raw handle of the client's addressable device `device`.
+fn device_at(client: &ClientInner, device: usize) -> Result<*mut sys::Device, PjrtError> {
+    client.devices.get(device).copied().ok_or_else(|| {
+        PjrtError::local(format!(
+            "device {device} out of range: the client has {} addressable devices",
+            client.devices.len()
+        ))
+    })
 }

@@ -290,6 +290,13 @@ impl Ctx<'_> {
             .map(|&j| self.value(j))
             .collect::<Result<_>>()?;
         let ty = self.ty(i);
+        if empty_value(&node.op, &ty) {
+            // XLA's compiler has thrown a C++ exception (which aborts the
+            // process) on a program that sliced an empty range out of a
+            // concatenate with an empty operand, and rejects collectives of
+            // empty operands; an empty value needs no op.
+            return Ok(self.b.splat(0.0, &ty));
+        }
         Ok(match &node.op {
             Op::Data { .. } => self
                 .params
@@ -520,8 +527,13 @@ impl Ctx<'_> {
         let mut sizes = self.sizes_of(&ins[0]);
         let parts: Vec<V> = ins.iter().map(|x| self.padded(x, None)).collect();
         if !ty.dynamic[dim] {
-            let refs: Vec<&V> = parts.iter().collect();
-            let out = self.b.concat(&refs, dim, ty.bound());
+            // Empty parts are left out (see `empty_value`).
+            let refs: Vec<&V> = parts.iter().filter(|p| p.ty.dims[dim] != 0).collect();
+            let out = match refs.as_slice() {
+                [] => self.b.splat(0.0, &ty.bound()),
+                [one] => (*one).clone(),
+                _ => self.b.concat(&refs, dim, ty.bound()),
+            };
             return self.redyn(out, ty, &sizes);
         }
         // Along a dynamic dim: write each part at the running real offset
@@ -711,6 +723,32 @@ impl Ctx<'_> {
         self.b
             .op("gather", &[x, &idx], &attrs, out.bound().with_elt(x.ty.elt))
     }
+}
+
+/// Whether a node of `op` whose type is `ty` is an empty array that an
+/// empty constant can stand for: a static shape with a zero dim, from an op
+/// that only computes (no parameter, size variable, check or loop). XLA
+/// rejects collectives of empty operands; every replica skips them alike.
+fn empty_value(op: &Op, ty: &Ty) -> bool {
+    let empty = ty.dims.contains(&0) && !ty.dynamic.contains(&true);
+    empty
+        && matches!(
+            op,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Convert(_)
+                | Op::Broadcast { .. }
+                | Op::Reshape { .. }
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::Concat { .. }
+                | Op::Reverse { .. }
+                | Op::AllReduce { .. }
+                | Op::AllGather { .. }
+                | Op::ReduceScatter { .. }
+        )
 }
 
 /// The number of elements in the static dims after the last dynamic one
