@@ -228,13 +228,18 @@ fn detect_step(steps: usize) -> Step {
         let iou = Tensor::from_vec(iou.clone(), &[ANCHORS]).unwrap();
         let deltas = Tensor::from_vec(deltas.clone(), &[ANCHORS, 4]).unwrap();
         opt.zero_grad();
-        let logits = score.forward(&features).squeeze(1);
-        let labels = iou.gt_scalar(0.5);
-        let cls = nn::binary_cross_entropy_with_logits(&logits, &labels);
-        let positives = labels.nonzero().flatten();
-        let pred = boxes.forward(&features.index_select(0, &positives));
-        let target = deltas.index_select(0, &positives);
-        let loss = &cls + &nn::smooth_l1_loss(&pred, &target);
+        // The loss in a block, as `examples/train_detector.rs` builds it in
+        // a function: the step's intermediates are dropped before
+        // `mark_step`, so they are not computed as results.
+        let loss = {
+            let logits = score.forward(&features).squeeze(1);
+            let labels = iou.gt_scalar(0.5);
+            let cls = nn::binary_cross_entropy_with_logits(&logits, &labels);
+            let positives = labels.nonzero().flatten();
+            let pred = boxes.forward(&features.index_select(0, &positives));
+            let target = deltas.index_select(0, &positives);
+            &cls + &nn::smooth_l1_loss(&pred, &target)
+        };
         loss.backward();
         opt.step();
         mark_step().unwrap();

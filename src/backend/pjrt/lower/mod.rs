@@ -30,12 +30,17 @@
 //! real sizes with `redyn`. So correctness never depends on which ops
 //! XLA's dynamic padder knows.
 //!
+//! A dim whose size is a zone's variable lowered as a mask (`masked`) is
+//! static instead, its real elements where the zone's mask holds; the
+//! fills read that mask as they read a dynamic dim's size.
+//!
 //! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
 mod conv;
 mod dynamic;
 mod emit;
 mod index;
+mod masked;
 mod math;
 mod reduce;
 mod shared_fill;
@@ -86,6 +91,13 @@ pub(super) struct Ctx<'p> {
     /// Values whose padding is zero along the listed dims
     /// (`shared_fill`), by SSA name.
     pub(super) zeroed: HashMap<String, Vec<usize>>,
+    /// The variables whose zones are lowered as masks, with their first
+    /// defining node (`masked`).
+    masked: HashMap<u64, usize>,
+    /// Their masks and counts, once defined.
+    masks: HashMap<u64, masked::MaskVar>,
+    /// The masked dims (and variables) of values, by SSA name.
+    layout: HashMap<String, Vec<(usize, u64)>>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -113,6 +125,9 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         var_args: Vec::new(),
         checks: Vec::new(),
         zeroed: HashMap::new(),
+        masked: masked::masked_vars(program),
+        masks: HashMap::new(),
+        layout: HashMap::new(),
     };
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -164,8 +179,10 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     let zero_once = shared_fill::zero_once(program);
     for (i, zero) in zero_once.iter().enumerate() {
         let mut v = ctx.node(i)?;
+        ctx.note_layout(i, &v);
         if let Some(dims) = zero {
             v = ctx.zero_padding_once(v, dims);
+            ctx.note_layout(i, &v);
         }
         ctx.values[i] = Some(v);
     }
@@ -229,10 +246,16 @@ impl Ctx<'_> {
         })
     }
 
-    /// The type of node `i`.
+    /// The type of node `i`: a masked dim is static (`masked`).
     pub(super) fn ty(&self, i: usize) -> Ty {
         let n = &self.program.nodes[i];
-        node_ty(n.dtype, &n.shape)
+        let mut ty = node_ty(n.dtype, &n.shape);
+        for d in 0..ty.rank() {
+            if ty.dynamic[d] && self.masked_dim(i, d).is_some() {
+                ty.dynamic[d] = false;
+            }
+        }
+        ty
     }
 
     /// `f` on the operands, half ones widened to f32, its result rounded
@@ -248,7 +271,9 @@ impl Ctx<'_> {
             .iter()
             .map(|x| {
                 if x.ty.elt.is_half() {
-                    self.b.convert(x, Elt::F32)
+                    let w = self.b.convert(x, Elt::F32);
+                    self.same_layout(x, &w);
+                    w
                 } else {
                     x.clone()
                 }
@@ -361,9 +386,18 @@ impl Ctx<'_> {
                 descending,
                 first: Some(k),
             } => self.top_k(&ins[0], *dim, *descending, *k, &ty),
-            Op::MaskedScatter => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
-            Op::Nonzero => self.nonzero(&ins[0], &ty),
-            Op::MaskedSelect => self.masked_select(&ins[0], &ins[1], &ty),
+            Op::MaskedScatter => match self.masked_dim(node.inputs[2], 0) {
+                Some(_) => self.masked_scatter_masked(&ins[0], &ins[1], &ins[2], &ty),
+                None => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
+            },
+            Op::Nonzero => match self.masked_dim(i, 0) {
+                Some(v) => self.masked_nonzero(v, &ins[0], &ty),
+                None => self.nonzero(&ins[0], &ty),
+            },
+            Op::MaskedSelect => match self.masked_dim(i, 0) {
+                Some(v) => self.masked_select_masked(v, &ins[0], &ins[1], &ty),
+                None => self.masked_select(&ins[0], &ins[1], &ty),
+            },
             Op::Unique => self.unique(&ins[0], &ty),
             Op::UniqueCounts => self.unique_counts(&ins[0], &ins[1], &ty),
         })
@@ -391,11 +425,13 @@ impl Ctx<'_> {
             .collect()
     }
 
-    /// A static Bool mask of `x`'s bound shape: true at real positions.
-    /// `None` when `x` is static.
+    /// A static Bool mask of `x`'s bound shape: true at real positions
+    /// (below each dynamic dim's size, where each masked dim's mask
+    /// holds). `None` when every position is real.
     pub(super) fn valid_mask(&mut self, x: &V) -> Option<V> {
         let sizes = self.sizes_of(x);
-        self.mask_from_sizes(&x.ty, &sizes)
+        let mask = self.mask_from_sizes(&x.ty, &sizes);
+        self.and_masked_dims(x, |_| true, mask)
     }
 
     /// The mask of positions below `sizes` in the bound shape of `ty`.
@@ -728,7 +764,7 @@ fn head_of(t: &Ty, tail: i64) -> Ty {
 /// elements of bounds, and sizes-1 dims and splits or merges of static
 /// dims account for the rest (`[16, s, 64] -> [16, s, 4, 16]`,
 /// `[16, s] -> [16, s, 1]`).
-fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
+pub(super) fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
     let dyn_dims = |t: &Ty| (0..t.rank()).filter(|&d| t.dynamic[d]).collect::<Vec<_>>();
     let (da, db) = (dyn_dims(xt), dyn_dims(tt));
     if da.is_empty() || da.len() != db.len() || xt.numel() != tt.numel() {

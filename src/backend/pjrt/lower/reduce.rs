@@ -7,7 +7,9 @@ use crate::ir::CmpOp;
 use crate::ir::{ArgKind, Dot, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
-/// operands, since XLA may apply it in either order).
+/// operands, since XLA may apply it in either order). Not XLA's `maximum`:
+/// the 0.11.2 CPU plugin's fast reduction kernel drops NaN with it (the
+/// max of `[NaN, NaN]` comes out `-inf`).
 pub(super) fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
     let better = b.cmp(dir, p, q);
     let take = if p.ty.elt.is_float() {
@@ -184,7 +186,8 @@ impl Ctx<'_> {
         let mask = if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
             None
         } else {
-            self.mask_from_sizes(&x.ty, &along)
+            let m = self.mask_from_sizes(&x.ty, &along);
+            self.and_masked_dims(x, |d| dims.contains(&d), m)
         };
         let s = self.padded(x, None);
         match mask {
