@@ -4,13 +4,16 @@
 # lazyxla / JAX (below 1: lazyxla is faster).
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
-#   WORKLOAD: topk | resnet | transformer | mlp | detect
+#   WORKLOAD: topk | resnet | transformer | mlp | detect | zone, or
+#   detect_captured | zone_captured (lazyxla's step captured with
+#   lazyxla::capture, against the same jitted JAX step)
 # Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and
 # JAX: PYTHON names a Python that has it, else the benchmark makes its own
 # venv (benches/peers/.venv) and installs jax from PyPI there once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-workload="${1:?workload: topk | resnet | transformer | mlp | detect}"
+workload="${1:?workload: topk | resnet | transformer | mlp | detect | zone | detect_captured | zone_captured}"
+jax_workload="${workload%_captured}"
 rounds="${2:-5}"
 steps="${3:-50}"
 python=$(bash benches/peers/python.sh)
@@ -19,7 +22,7 @@ bin=$(cargo bench --bench models --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\
 out=$(mktemp)
 for r in $(seq "$rounds"); do
   "$bin" "$workload" "$steps" 2>/dev/null | grep '^RESULT' >>"$out"
-  "$python" benches/peers/jax_models.py "$workload" "$steps" | grep '^RESULT' >>"$out"
+  "$python" benches/peers/jax_models.py "$jax_workload" "$steps" | grep '^RESULT' >>"$out"
 done
 python3 - "$out" "$workload" <<'PY'
 import re, statistics, sys
