@@ -190,49 +190,10 @@ impl Ctx<'_> {
         self.masked.contains_key(&v).then_some(v)
     }
 
-    /// Records the masked dims of node `i`'s value `v` (see the module's
-    /// invariant), for the padding fills that read them.
-    pub(super) fn note_layout(&mut self, i: usize, v: &V) {
-        let dims: Vec<(usize, u64)> = (0..v.ty.rank())
-            .filter_map(|d| self.masked_dim(i, d).map(|m| (d, m)))
-            .collect();
-        if !dims.is_empty() {
-            self.layout.insert(v.name.clone(), dims);
-        }
-    }
-
-    /// Gives `to` the masked dims of `from` (a value computed from it
-    /// elementwise, as a widened copy).
-    pub(super) fn same_layout(&mut self, from: &V, to: &V) {
-        if let Some(l) = self.layout.get(&from.name).cloned() {
-            self.layout.insert(to.name.clone(), l);
-        }
-    }
-
-    /// `mask` (of `x`'s bound shape, or none) and'ed with the mask of each
-    /// masked dim of `x` that `along` selects.
-    pub(super) fn and_masked_dims(
-        &mut self,
-        x: &V,
-        along: impl Fn(usize) -> bool,
-        mut mask: Option<V>,
-    ) -> Option<V> {
-        let Some(dims) = self.layout.get(&x.name).cloned() else {
-            return mask;
-        };
-        let shape = x.ty.bound().with_elt(Elt::I1);
-        for (d, v) in dims {
-            if !along(d) {
-                continue;
-            }
-            let m1 = self.masks[&v].mask.clone();
-            let m = self.b.broadcast_in_dim(&m1, &[d as i64], shape.clone());
-            mask = Some(match mask {
-                None => m,
-                Some(prev) => self.b.bin("and", &prev, &m),
-            });
-        }
-        mask
+    /// The mask (static i1 `[N]`) of the masked variable `v`, whose
+    /// defining node is lowered before any value of its zone.
+    pub(super) fn zone_mask(&self, v: u64) -> V {
+        self.masks[&v].mask.clone()
     }
 
     /// The count of the masked variable `v`, emitted once.

@@ -42,6 +42,7 @@ mod emit;
 mod index;
 mod masked;
 mod math;
+mod padding;
 mod reduce;
 mod shared_fill;
 mod sizes;
@@ -88,16 +89,13 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
-    /// Values whose padding is zero along the listed dims
-    /// (`shared_fill`), by SSA name.
-    pub(super) zeroed: HashMap<String, Vec<usize>>,
+    /// What is known of each value's padding, by SSA name (`padding`).
+    pads: HashMap<String, padding::Padding>,
     /// The variables whose zones are lowered as masks, with their first
     /// defining node (`masked`).
     masked: HashMap<u64, usize>,
     /// Their masks and counts, once defined.
     masks: HashMap<u64, masked::MaskVar>,
-    /// The masked dims (and variables) of values, by SSA name.
-    layout: HashMap<String, Vec<(usize, u64)>>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -124,10 +122,9 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         var_vals: HashMap::new(),
         var_args: Vec::new(),
         checks: Vec::new(),
-        zeroed: HashMap::new(),
+        pads: HashMap::new(),
         masked: masked::masked_vars(program),
         masks: HashMap::new(),
-        layout: HashMap::new(),
     };
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -179,10 +176,10 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     let zero_once = shared_fill::zero_once(program);
     for (i, zero) in zero_once.iter().enumerate() {
         let mut v = ctx.node(i)?;
-        ctx.note_layout(i, &v);
+        ctx.note_extents(i, &v);
         if let Some(dims) = zero {
             v = ctx.zero_padding_once(v, dims);
-            ctx.note_layout(i, &v);
+            ctx.note_extents(i, &v);
         }
         ctx.values[i] = Some(v);
     }
@@ -272,7 +269,7 @@ impl Ctx<'_> {
             .map(|x| {
                 if x.ty.elt.is_half() {
                     let w = self.b.convert(x, Elt::F32);
-                    self.same_layout(x, &w);
+                    self.same_extents(x, &w);
                     w
                 } else {
                     x.clone()
