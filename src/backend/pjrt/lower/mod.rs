@@ -89,6 +89,9 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
+    /// The transposes lowered as the swapped dot they transpose, by node
+    /// (`reduce::swapped_dots`); their dots are not lowered.
+    swapped: HashMap<usize, reduce::Swapped>,
     /// What is known of each value's padding, by SSA name (`padding`).
     pads: HashMap<String, padding::Padding>,
     /// The variables whose zones are lowered as masks, with their first
@@ -123,6 +126,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         var_args: Vec::new(),
         checks: Vec::new(),
         pads: HashMap::new(),
+        swapped: reduce::swapped_dots(program),
         masked: masked::masked_vars(program),
         masks: HashMap::new(),
     };
@@ -174,7 +178,11 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     }
 
     let zero_once = shared_fill::zero_once(program);
+    let folded: std::collections::HashSet<usize> = ctx.swapped.values().map(|s| s.dot).collect();
     for (i, zero) in zero_once.iter().enumerate() {
+        if folded.contains(&i) {
+            continue;
+        }
         let mut v = ctx.node(i)?;
         ctx.note_extents(i, &v);
         if let Some(dims) = zero {
@@ -282,6 +290,15 @@ impl Ctx<'_> {
 
     /// Lowers node `i`: the one exhaustive match over [`Op`].
     fn node(&mut self, i: usize) -> Result<V> {
+        if let Some(s) = self.swapped.get(&i).cloned() {
+            // A transpose of a dot, lowered as the swapped dot (its own
+            // dot is never lowered).
+            let (a, b) = (self.value(s.lhs)?, self.value(s.rhs)?);
+            let ty = self.ty(i);
+            return Ok(self.in_f32(&[a, b], &ty, |c, ins, ty| {
+                c.dot(&ins[0], &ins[1], &s.form, ty)
+            }));
+        }
         let node = &self.program.nodes[i];
         let ins: Vec<V> = node
             .inputs
