@@ -39,6 +39,7 @@ pub mod nn;
 pub mod optim;
 mod runtime;
 pub mod safetensors;
+pub mod vision;
 
 /// The names a training script uses, in one import:
 /// `use lazyxla::prelude::*;`.
@@ -73,6 +74,7 @@ pub use host::Element;
 pub use tensor::no_grad;
 
 pub use tensor::sync::mark_step;
+pub use tensor::{fori_loop, while_loop, TripCount};
 pub use tensor::{DimIndex, SymBool, SymInt, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::assert_close64;
-use lazyxla::{mark_step, no_grad, DType, Tensor};
+use lazyxla::{fori_loop, mark_step, no_grad, DType, Tensor};
 
 /// Checks d(sum(w * f(x)))/dx against finite differences, for a fixed
 /// pseudo-random weighting `w` (so a wrong sign or permutation shows).
@@ -356,5 +356,76 @@ backend_test! {
         check("flip of masked_select", &X, &[6], |x| sel(x).flip(&[0]).exp());
         check("roll of masked_select", &X, &[6], |x| sel(x).roll(2, 0).exp());
         check("pad of masked_select", &X, &[6], |x| sel(x).pad(&[(1, 2)], 0.0).exp());
+    }
+}
+
+backend_test! {
+    fn device_loops() {
+        // The carry of a static-count loop, with the counter in the body.
+        check("fori_loop carry", &X, &[2, 3], |x| {
+            let out = fori_loop(3, std::slice::from_ref(x), |i, c| {
+                vec![(&c[0] * 0.8).sin() + &c[0] * &(i.to_dtype(DType::F64) * 0.1)]
+            });
+            out[0].clone()
+        });
+        // A body that uses a captured parameter: the gradient with
+        // respect to the parameter sums over the iterations.
+        check("fori_loop captured parameter", &X, &[2, 3], |w| {
+            let h0 = Tensor::from_vec(vec![0.1f64, -0.2, 0.3, 0.4, -0.5, 0.6], &[2, 3]).unwrap();
+            let out = fori_loop(4, &[h0], |_, c| vec![(&c[0] * w).tanh() + w * 0.5]);
+            out[0].clone()
+        });
+        // A recurrent cell: two carries (one feeds the other), a matmul
+        // with the parameter and a row of a captured sequence per step.
+        check("fori_loop recurrent cell", &X[..4], &[2, 2], |w| {
+            let xs = Tensor::from_vec(vec![0.5f64, -1.0, 0.25, 2.0, -0.5, 1.0], &[3, 2]).unwrap();
+            let h0 = Tensor::from_vec(vec![0.3f64, -0.1], &[1, 2]).unwrap();
+            let out = fori_loop(3, &[h0, Tensor::zeros(&[1, 2], DType::F64)], |t, c| {
+                let x = xs.index_select(0, &t.reshape(&[1]));
+                let h = (&c[0].matmul(w) + &x).tanh();
+                vec![h.clone(), &c[1] + &(&h * &h)]
+            });
+            &out[0] + &out[1]
+        });
+        // Nested loops: the inner body uses the outer carry's value.
+        check("nested fori_loop", &POS, &[2, 3], |x| {
+            let out = fori_loop(2, std::slice::from_ref(x), |_, c| {
+                let inner = fori_loop(3, std::slice::from_ref(&c[0]), |_, d| {
+                    vec![(&d[0] * &c[0]).sqrt() + 0.1]
+                });
+                vec![inner[0].clone()]
+            });
+            out[0].clone()
+        });
+        // An inner loop whose operands need no gradient when it is
+        // recorded (the outer carry starts constant) but do when the outer
+        // body is differentiated.
+        check("nested fori_loop, constant inner operands", &X, &[2, 3], |w| {
+            let h0 = Tensor::from_vec(vec![0.1f64, -0.2, 0.3, 0.4, -0.5, 0.6], &[2, 3]).unwrap();
+            let out = fori_loop(2, &[h0], |_, c| {
+                let inner = fori_loop(2, std::slice::from_ref(&c[0]), |_, d| {
+                    vec![(&d[0] * 1.5).sin() + 0.5]
+                });
+                vec![&inner[0] * w]
+            });
+            out[0].clone()
+        });
+        // Bool and integer carries next to the float one (saved too).
+        check("fori_loop with bool and int carries", &X, &[2, 3], |x| {
+            let mask = Tensor::from_vec(vec![true, false, true, false, false, true], &[2, 3]).unwrap();
+            let out = fori_loop(3, &[x.clone(), mask, Tensor::scalar(1i64)], |_, c| {
+                let k = c[2].to_dtype(DType::F64);
+                let x = c[1].where_cond(&(&c[0] * &k), &c[0].sin());
+                vec![x, c[1].logical_not(), &c[2] + 1]
+            });
+            out[0].clone()
+        });
+        // After a dynamic zone: the loop carries a reduction of a
+        // `[<=6]` selection.
+        check("fori_loop after masked_select", &X, &[6], |x| {
+            let s = x.masked_select(&x.gt_scalar(-1.0)).sum();
+            let out = fori_loop(3, &[s], |_, c| vec![c[0].sin() * 2.0]);
+            out[0].clone()
+        });
     }
 }

@@ -7,7 +7,9 @@
 //! pooling and scans, `matmul` (a batch times a matrix on either side,
 //! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
-//! upsampling), are built once per device
+//! upsampling, device loops), and the vision ops (`box_iou`,
+//! `roi_align`, `nms`, `batched_nms` on boxes from a pool operand, maybe
+//! dynamic), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
 //! floats within 1e-5 relative).
 //!
@@ -31,12 +33,18 @@
 //! `LAZYXLA_REQUIRE_PJRT=1`, see `common`).
 
 mod common;
+#[path = "differential/loop_steps.rs"]
+mod loop_steps;
 #[path = "differential/model_steps.rs"]
 mod model_steps;
+#[path = "differential/vision_steps.rs"]
+mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
+use loop_steps::looped;
 use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
+use vision_steps::vision;
 
 /// One step of a random program; operands are picked from the pool of
 /// tensors built so far by index (modulo the pool size).
@@ -86,6 +94,10 @@ enum Step {
     /// Operand, kind: `x . x^T`, `x^T . x`, a batch times `x`, `x^T`
     /// times a batch.
     MatMul(usize, u8),
+    /// A vision op on boxes built from the operand's rows (`box_iou`
+    /// against fixed boxes, `roi_align` of fixed features, `nms` and
+    /// `batched_nms`); the number picks the op and its options.
+    Vision(usize, u8),
     /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
     /// ones too); odd lengths rejoin the rest with `cat`.
     Slice(usize, u8, u8),
@@ -94,6 +106,9 @@ enum Step {
     /// observed and XLA lowers it masked; bit 3 of the kind also keeps
     /// the zone's selection, which packs it.
     Zone(usize, usize, u8, i8),
+    /// A device loop over the operand: a static count, a data-dependent
+    /// one, a shrinking or a growing dynamic carry.
+    Loop(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -137,8 +152,10 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
+        (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
-        (i.clone(), i, 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
+        (i.clone(), i.clone(), 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
+        (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]
 }
 
@@ -424,6 +441,8 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 .sum_dims(&[1, 2], false)
         }
         Step::MatMul(a, k) => matmuls(&float(&pick(a)), *k),
+        Step::Vision(a, k) => vision(&pick(a), *k),
+        Step::Loop(a, k) => looped(&float(&pick(a)), *k),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
             let x = pick(a);
@@ -631,6 +650,14 @@ fn quietly<R>(f: impl FnOnce() -> R) -> R {
 }
 
 fn ops_in(spec: &Spec) -> String {
+    // Another test's `mark_step` would compute the pending values first
+    // (it is process-wide), leaving program inputs where ops should be.
+    let _g = common::lock();
+    ops_in_locked(spec)
+}
+
+/// [`ops_in`] for a caller that holds `common::lock()` already.
+fn ops_in_locked(spec: &Spec) -> String {
     let pool = quietly(|| Device::reference().scoped(|| build(spec)));
     let refs: Vec<&Tensor> = pool.iter().collect();
     lazyxla::debug::ir_text(&refs)
@@ -656,13 +683,13 @@ fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
         (Ok(g), Ok(w)) => (g, w),
         (g, w) => {
             // A failed size check fails the step on both backends alike.
-            prop_assert_eq!(g.err(), w.err(), "\n{}", ops_in(spec));
+            prop_assert_eq!(g.err(), w.err(), "\n{}", ops_in_locked(spec));
             return Ok(());
         }
     };
     prop_assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in(spec));
+        prop_assert_eq!(&g.0, &w.0, "tensor {} shape\n{}", i, ops_in_locked(spec));
         prop_assert_eq!(g.1, w.1);
         for (k, (x, y)) in g.2.iter().zip(&w.2).enumerate() {
             let exact = !matches!(g.1, DType::F32 | DType::F64);
@@ -680,7 +707,7 @@ fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
                 y,
                 g.2,
                 w.2,
-                ops_in(spec)
+                ops_in_locked(spec)
             );
         }
     }
@@ -912,4 +939,43 @@ fn model_ops_in_dynamic_zones() {
         assert!(text.contains(op), "{op} missing:\n{text}");
     }
     check_fixed(spec);
+}
+
+/// The loop steps on a `mark_dynamic` input and a masked selection: each
+/// kind applies (the program holds a `fori_loop` or `while_loop` per
+/// step) and both backends agree, a dynamic carry compared with a
+/// captured operand of another size (a check inside the body) included.
+#[test]
+fn loops_in_dynamic_zones() {
+    let loops = |bound_k: u8| Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![1, -2, 3, 0, 4, -1],
+        b: vec![0, 1, 2, -2, 0, 3],
+        dynamic_input: Some(1),
+        steps: vec![
+            // Pool: 0 = a [<=4, 2], 1 = b [3, 2], 2 = masked_select(1).
+            Step::MaskedSelect(1, -1),
+            Step::Loop(0, 0),
+            Step::Loop(1, 1),
+            Step::Loop(2, 2),
+            Step::Loop(0, 2),
+            Step::Loop(1, 3 + bound_k),
+            Step::Loop(2, 0),
+            Step::Loop(2, 1),
+        ],
+    };
+    for (bound_k, fails) in [(0, true), (4, false)] {
+        let spec = loops(bound_k);
+        let ir = ops_in(&spec);
+        assert_eq!(ir.matches("= fori_loop").count(), 3, "{ir}");
+        assert_eq!(ir.matches("= while_loop").count(), 4, "{ir}");
+        // Three rows into a bound of 2 fail the step; a bound of 3 holds.
+        let result = {
+            let _g = common::lock();
+            Device::reference().scoped(|| evaluate(&spec))
+        };
+        assert_eq!(result.is_err(), fails, "{:?}", result.err());
+        check_fixed(spec);
+    }
 }

@@ -160,6 +160,35 @@ fn apply(op: &str) -> Option<()> {
             let x = m.unsqueeze(1).unsqueeze(1); // [<=6, 1, 1, 2]
             x.upsample_nearest2d((2, 3)).sum() + x.upsample_bilinear2d((3, 4), true).sum()
         }
+        "box_iou" | "roi_align" => {
+            // <=6 boxes, as boxes and as RoIs of image 0.
+            let b = Tensor::cat(&[&m, &(&m + 1.0)], 1); // [<=6, 4]
+            let rois = Tensor::cat(&[&v.zeros_like().unsqueeze(1), &b], 1); // [<=6, 5]
+            let feats = Tensor::ones(&[1, 2, 4, 4], lazyxla::DType::F32);
+            lazyxla::vision::box_iou(&b, &b).sum()
+                + lazyxla::vision::roi_align(&feats, &rois, (2, 2), 1.0, 2, false).sum()
+                + lazyxla::vision::roi_align(&feats, &rois, (1, 3), 0.5, 0, true).sum()
+        }
+        "fori_loop" | "while_loop" => {
+            // A dynamic carry that keeps its size, one that shrinks, and
+            // a dynamic captured value.
+            let kept = lazyxla::fori_loop(2, std::slice::from_ref(&m), |_, c| vec![&c[0] * &m]);
+            let shrunk = lazyxla::while_loop(
+                &[v.clone(), Tensor::scalar(0i64)],
+                |c| c[1].lt_scalar(2.0),
+                |c| vec![c[0].masked_select(&c[0].gt_scalar(1.0)), &c[1] + 1],
+            );
+            kept[0].sum() + shrunk[0].sum()
+        }
+        "with_bound" => Tensor::cat(&[&v, &v], 0).with_bound(0, 8).sum(),
+        "nms" | "batched_nms" => {
+            // <=6 boxes scored by their values; classes from a threshold.
+            let b = Tensor::cat(&[&m, &(&m + 1.0)], 1); // [<=6, 4]
+            let classes = v.gt_scalar(1.0).to_dtype(lazyxla::DType::I64);
+            let keep = lazyxla::vision::nms(&b, &v, 0.5);
+            let kept = lazyxla::vision::batched_nms(&b, &v, &classes, 0.5);
+            keep.to_dtype(lazyxla::DType::F32).sum() + kept.to_dtype(lazyxla::DType::F32).sum()
+        }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" | "slice" => v.narrow(0, 0, 1).sum() + m.slice(0, 1..3).sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),

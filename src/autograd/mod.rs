@@ -12,9 +12,10 @@
 //! back into the input's shape, `index_select` and `gather` scatter-add,
 //! reductions and `matmul` over dynamic dims, `pad_to_bound` crops back.
 
+mod loops;
 mod rules;
 
-use crate::ir::Node;
+use crate::ir::{Node, Op};
 use crate::tensor::{no_grad, Tensor};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::Ordering;
@@ -67,15 +68,18 @@ impl Tensor {
         no_grad(|| {
             let n = self.node();
             if n.requires_grad {
-                // A fresh node with the same op and inputs, not requiring grad.
+                // A fresh node with the same op and inputs, not requiring
+                // grad (at the same loop depth: a loop's placeholder has
+                // no inputs to take it from).
                 Tensor::from_node(
-                    Node::new(
+                    Node::with_depth(
                         n.op.clone(),
                         n.inputs.clone(),
                         n.size_deps.clone(),
                         n.dtype,
                         n.shape.clone(),
                         false,
+                        n.loop_depth,
                     ),
                     self.device(),
                 )
@@ -113,31 +117,23 @@ impl Tensor {
         }
         let device = self.device().clone();
         no_grad(|| {
-            let order = grad_order(&root);
+            let order = grad_order(std::slice::from_ref(&root), |_| false);
             for n in &order {
                 n.mark_backward_done();
             }
-            let mut grads: FxHashMap<*const Node, Tensor> = FxHashMap::default();
-            grads.insert(
-                Arc::as_ptr(&root),
-                Tensor::from_node(root.clone(), &device).ones_like(),
-            );
+            let mut flow = Flow::default();
+            flow.add(&root, Tensor::from_node(root.clone(), &device).ones_like());
             for n in order.iter().rev() {
-                let Some(g) = grads.remove(&Arc::as_ptr(n)) else {
-                    continue;
-                };
                 if let Some(history) = &n.grad_history {
                     // A value computed before this backward: its gradient
                     // is the gradient of the node it was computed from.
-                    let key = Arc::as_ptr(history);
-                    let total = match grads.remove(&key) {
-                        Some(old) => &old + &g,
-                        None => g,
-                    };
-                    grads.insert(key, total);
+                    if let Some(g) = flow.take(n) {
+                        flow.add(history, g);
+                    }
                     continue;
                 }
                 if let Some(leaf) = &n.grad_leaf {
+                    let Some(g) = flow.take(n) else { continue };
                     if let Some(inner) = leaf.upgrade::<crate::tensor::TensorInner>() {
                         let t = Tensor::from_inner(inner);
                         let mut slot = t.inner.grad.lock();
@@ -149,43 +145,137 @@ impl Tensor {
                     }
                     continue;
                 }
-                let inputs: Vec<Tensor> = n
-                    .inputs
-                    .iter()
-                    .map(|i| Tensor::from_node(i.clone(), &device))
-                    .collect();
-                let out = Tensor::from_node(Arc::clone(n), &device);
-                let input_grads = rules::input_grads(&n.op, &inputs, &out, &g);
-                for ((input, node), ig) in inputs.iter().zip(&n.inputs).zip(input_grads) {
-                    let Some(ig) = ig else { continue };
-                    if !node.requires_grad {
-                        continue;
-                    }
-                    debug_assert_eq!(
-                        ig.shape_exprs(),
-                        input.shape_exprs(),
-                        "gradient of {} has the wrong shape",
-                        n.op.name()
-                    );
-                    let key = Arc::as_ptr(node);
-                    let total = match grads.remove(&key) {
-                        Some(old) => &old + &ig,
-                        None => ig,
-                    };
-                    grads.insert(key, total);
-                }
+                flow.through(n, &device);
             }
         });
     }
 }
 
-/// The nodes a backward from `root` goes through, each after every node
+/// Gradients on their way back through a graph, by node.
+#[derive(Default)]
+pub(crate) struct Flow {
+    grads: FxHashMap<*const Node, Tensor>,
+    /// The gradients of each loop node's results, by result: a loop's
+    /// rule takes them all at once (see `loops`).
+    results: FxHashMap<*const Node, Vec<Option<Tensor>>>,
+}
+
+impl Flow {
+    /// Adds `g` to the gradient of `node`.
+    pub(crate) fn add(&mut self, node: &Arc<Node>, g: Tensor) {
+        let key = Arc::as_ptr(node);
+        let total = match self.grads.remove(&key) {
+            Some(old) => &old + &g,
+            None => g,
+        };
+        self.grads.insert(key, total);
+    }
+
+    /// Takes the gradient of `node`.
+    pub(crate) fn take(&mut self, node: &Node) -> Option<Tensor> {
+        self.grads.remove(&(node as *const Node))
+    }
+
+    /// Passes the gradient of `n` (nothing when it has none) to its
+    /// operands through its rule.
+    pub(crate) fn through(&mut self, n: &Arc<Node>, device: &crate::Device) {
+        let inputs: Vec<Tensor> = n
+            .inputs
+            .iter()
+            .map(|i| Tensor::from_node(i.clone(), device))
+            .collect();
+        let input_grads = match &n.op {
+            Op::While(l) => {
+                let Some(gs) = self.results.remove(&Arc::as_ptr(n)) else {
+                    return;
+                };
+                loops::input_grads(l, n, &inputs, gs)
+            }
+            Op::LoopResult { index } => {
+                let Some(g) = self.take(n) else { return };
+                let lp = &n.inputs[0];
+                let count = match &lp.op {
+                    Op::While(l) => l.results(),
+                    _ => 0,
+                };
+                let slots = self
+                    .results
+                    .entry(Arc::as_ptr(lp))
+                    .or_insert_with(|| vec![None; count]);
+                if let Some(slot) = slots.get_mut(*index) {
+                    *slot = Some(match slot.take() {
+                        Some(old) => &old + &g,
+                        None => g,
+                    });
+                }
+                return;
+            }
+            op => {
+                let Some(g) = self.take(n) else { return };
+                let out = Tensor::from_node(Arc::clone(n), device);
+                rules::input_grads(op, &inputs, &out, &g)
+            }
+        };
+        for ((input, node), ig) in inputs.iter().zip(&n.inputs).zip(input_grads) {
+            let Some(ig) = ig else { continue };
+            if !node.requires_grad {
+                continue;
+            }
+            debug_assert_eq!(
+                ig.shape_exprs(),
+                input.shape_exprs(),
+                "gradient of {} has the wrong shape",
+                n.op.name()
+            );
+            self.add(node, ig);
+        }
+    }
+}
+
+/// The gradients of `wrt` (nodes gradients flow through) given the
+/// gradients `cots` of `outs`: a vector-Jacobian product, recorded as lazy
+/// ops; `None` where nothing flows. Leaves of the graph get nothing.
+pub(crate) fn vjp(outs: &[Tensor], cots: &[Tensor], wrt: &[Tensor]) -> Vec<Option<Tensor>> {
+    let Some(device) = outs.first().map(|t| t.device().clone()) else {
+        return vec![None; wrt.len()];
+    };
+    let wrt: Vec<Arc<Node>> = wrt.iter().map(|t| t.node()).collect();
+    let is_wrt = |n: &Node| wrt.iter().any(|w| std::ptr::eq(&**w, n));
+    let roots: Vec<Arc<Node>> = outs
+        .iter()
+        .map(|t| t.node())
+        .filter(|n| n.requires_grad)
+        .collect();
+    let order = grad_order(&roots, is_wrt);
+    let mut flow = Flow::default();
+    for (o, c) in outs.iter().zip(cots) {
+        let n = o.node();
+        if n.requires_grad {
+            flow.add(&n, c.clone());
+        }
+    }
+    for n in order.iter().rev() {
+        if is_wrt(n) || n.grad_leaf.is_some() {
+            continue;
+        }
+        if let Some(history) = &n.grad_history {
+            if let Some(g) = flow.take(n) {
+                flow.add(history, g);
+            }
+            continue;
+        }
+        flow.through(n, &device);
+    }
+    wrt.iter().map(|w| flow.take(w)).collect()
+}
+
+/// The nodes a backward from `roots` goes through, each after every node
 /// it depends on: the operands of nodes gradients flow through, up to the
-/// gradient leaves, and through the history of a value a sync computed
-/// (`Node::grad_history`).
-fn grad_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
+/// gradient leaves (and the nodes `stop` picks), and through the history
+/// of a value a sync computed (`Node::grad_history`).
+fn grad_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<Arc<Node>> {
     let next = |n: &Node| -> Vec<Arc<Node>> {
-        if n.grad_leaf.is_some() || !n.requires_grad {
+        if n.grad_leaf.is_some() || !n.requires_grad || stop(n) {
             return Vec::new();
         }
         match &n.grad_history {
@@ -201,7 +291,8 @@ fn grad_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
     let mut order = Vec::new();
     let mut seen: rustc_hash::FxHashSet<*const Node> = Default::default();
     // (node, whether the nodes it depends on were pushed already)
-    let mut stack = vec![(root.clone(), false)];
+    let mut stack: Vec<(Arc<Node>, bool)> =
+        roots.iter().rev().map(|r| (r.clone(), false)).collect();
     while let Some((n, expanded)) = stack.pop() {
         if expanded {
             order.push(n);

@@ -212,6 +212,12 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::MaskedSelect => vec![Some(x[0].zeros_like().masked_scatter(&x[1], g)), None],
         Op::Unique => vec![None],
         Op::UniqueCounts => vec![None, None],
+        // A loop's results share one rule, which needs all their
+        // gradients at once: backward gathers them at the loop node
+        // (`super::loops::input_grads`) and never calls this for either.
+        Op::While(_) | Op::LoopResult { .. } => {
+            unreachable!("a loop's gradient is taken at the loop node")
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub(crate) enum CheckKind {
     NonNegative,
     /// `lhs` is a multiple of `rhs` (a positive constant).
     MultipleOf,
+    /// `lhs <= rhs` (a constant): a size within a declared bound.
+    AtMost,
 }
 
 /// One recorded condition on sizes, with the op that needs it (for the
@@ -71,12 +73,23 @@ impl SizeCheck {
         }
     }
 
+    /// `size <= bound`.
+    pub fn at_most(op: &'static str, size: &SizeExpr, bound: i64) -> SizeCheck {
+        SizeCheck {
+            op,
+            kind: CheckKind::AtMost,
+            lhs: size.clone(),
+            rhs: SizeExpr::constant(bound),
+        }
+    }
+
     /// Whether the check holds for the values `l` and `r` of its sizes.
     pub fn holds(&self, l: i64, r: i64) -> bool {
         match self.kind {
             CheckKind::Equal => l == r,
             CheckKind::NonNegative => l >= 0,
             CheckKind::MultipleOf => r > 0 && l.rem_euclid(r) == 0,
+            CheckKind::AtMost => l <= r,
         }
     }
 
@@ -114,6 +127,15 @@ impl SizeCheck {
                 (None, Some(b)) if b > 0 && l.floor_div(r).mul(r) == *l => Some(true),
                 _ => None,
             },
+            CheckKind::AtMost => {
+                if l.hi() <= r.lo() {
+                    Some(true)
+                } else if l.lo() > r.hi() {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
         }
     }
 
@@ -124,6 +146,7 @@ impl SizeCheck {
             CheckKind::Equal => format!("the sizes {l} and {r} must be equal"),
             CheckKind::NonNegative => format!("the size {l} must not be negative"),
             CheckKind::MultipleOf => format!("the element count {l} must be a multiple of {r}"),
+            CheckKind::AtMost => format!("the size {l} must be at most {r}"),
         }
     }
 
@@ -133,6 +156,7 @@ impl SizeCheck {
             CheckKind::Equal => format!("{} == {}", expr(&self.lhs), expr(&self.rhs)),
             CheckKind::NonNegative => format!("{} >= 0", expr(&self.lhs)),
             CheckKind::MultipleOf => format!("{} % {} == 0", expr(&self.lhs), expr(&self.rhs)),
+            CheckKind::AtMost => format!("{} <= {}", expr(&self.lhs), expr(&self.rhs)),
         }
     }
 
@@ -142,7 +166,7 @@ impl SizeCheck {
         let values = match self.kind {
             CheckKind::Equal => format!("they are {l} and {r}"),
             CheckKind::NonNegative => format!("it is {l}"),
-            CheckKind::MultipleOf => format!("it is {l}"),
+            CheckKind::MultipleOf | CheckKind::AtMost => format!("it is {l}"),
         };
         let fix = match self.kind {
             CheckKind::Equal => {
@@ -150,6 +174,7 @@ impl SizeCheck {
             }
             CheckKind::NonNegative => "check the size (e.g. with `sym_ge`) before using it",
             CheckKind::MultipleOf => "choose sizes that divide the element count",
+            CheckKind::AtMost => "raise the bound (`with_bound`, or the bound of a loop carry's initial value)",
         };
         Error::SizeCheckFailed {
             op: self.op,

@@ -361,9 +361,13 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             }
             for (from, to) in x.shape.iter().zip(shape.iter()) {
                 let checked = from == to
-                    || checks.iter().any(|c| {
-                        c.kind == CheckKind::Equal
-                            && ((&c.lhs, &c.rhs) == (from, to) || (&c.lhs, &c.rhs) == (to, from))
+                    || checks.iter().any(|c| match c.kind {
+                        CheckKind::Equal => {
+                            (&c.lhs, &c.rhs) == (from, to) || (&c.lhs, &c.rhs) == (to, from)
+                        }
+                        // A size checked to fit a bound, given that bound.
+                        CheckKind::AtMost => &c.lhs == from && *to == from.minimum(&c.rhs),
+                        CheckKind::NonNegative | CheckKind::MultipleOf => false,
                     });
                 if !checked {
                     return Err(Error::internal(
@@ -577,6 +581,8 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
             arity(2)?;
             Ok((DType::I64, inputs[1].shape.clone()))
         }
+        Op::While(l) => super::loops::infer_while(l, inputs),
+        Op::LoopResult { index } => super::loops::infer_result(*index, inputs),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod conv;
 pub mod dot;
 pub(crate) mod infer;
 pub(crate) mod leaf;
+pub mod loops;
 pub(crate) mod node;
 pub mod op;
 pub(crate) mod print;

@@ -45,6 +45,11 @@ pub struct Node {
     /// Set once a backward has gone through this node: as with PyTorch's
     /// `retain_graph=False`, its history is not kept past a sync.
     backward_done: AtomicBool,
+    /// The deepest loop body whose placeholders (a carry, the counter)
+    /// this node depends on, through its inputs or size dependencies: 0
+    /// outside every loop body. Tracing a body at depth `d` stops at nodes
+    /// below `d`, which are values from outside it (see `ir::loops`).
+    pub(crate) loop_depth: u32,
 }
 
 impl Node {
@@ -55,6 +60,34 @@ impl Node {
         dtype: DType,
         shape: Shape,
         requires_grad: bool,
+    ) -> Arc<Node> {
+        let loop_depth = inputs
+            .iter()
+            .chain(&size_deps)
+            .map(|n| n.loop_depth)
+            .max()
+            .unwrap_or(0);
+        Node::with_depth(
+            op,
+            inputs,
+            size_deps,
+            dtype,
+            shape,
+            requires_grad,
+            loop_depth,
+        )
+    }
+
+    /// [`Node::new`] with its loop depth given: a loop body's placeholder
+    /// (see `ir::loops`), the one node that starts a depth.
+    pub(crate) fn with_depth(
+        op: Op,
+        inputs: Inputs,
+        size_deps: SmallVec<[Arc<Node>; 1]>,
+        dtype: DType,
+        shape: Shape,
+        requires_grad: bool,
+        loop_depth: u32,
     ) -> Arc<Node> {
         LIVE_NODES.fetch_add(1, Ordering::Relaxed);
         Arc::new(Node {
@@ -67,6 +100,7 @@ impl Node {
             grad_leaf: None,
             grad_history: None,
             backward_done: AtomicBool::new(false),
+            loop_depth,
         })
     }
 
@@ -105,7 +139,15 @@ impl Node {
             grad_leaf,
             grad_history: history,
             backward_done: AtomicBool::new(false),
+            loop_depth: self.loop_depth,
         })
+    }
+
+    /// A copy of this node that gradients flow through, and no further:
+    /// the point a vector-Jacobian product is taken with respect to (see
+    /// `autograd::loops`).
+    pub(crate) fn grad_root_copy(&self) -> Arc<Node> {
+        self.marked_copy(None, None)
     }
 
     /// Records that a backward went through this node.
@@ -171,6 +213,10 @@ pub(crate) fn shape_string(shape: &[SizeExpr]) -> String {
 
 /// A value for messages: `f32[<=5, 2] from nonzero`.
 pub(crate) fn describe_value(op: &Op, dtype: DType, shape: &[SizeExpr]) -> String {
+    if let Op::While(l) = op {
+        // Its own value is a token: name the loop.
+        return format!("a {}", l.name());
+    }
     format!("{dtype}{} from {}", shape_string(shape), op.name())
 }
 

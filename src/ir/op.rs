@@ -11,6 +11,7 @@ use super::check::SizeCheck;
 use super::conv::Conv;
 use super::dot::Dot;
 use super::leaf::LeafData;
+use super::loops::Loop;
 pub use super::window::{Window, WindowKind};
 use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
@@ -359,6 +360,18 @@ pub enum Op {
     /// Operands `x` and `unique(x)`: how often each unique value occurs
     /// (I64, the shape of `unique(x)`).
     UniqueCounts,
+
+    // ----- control flow -----
+    /// A device loop (see `ir::loops`): operands the initial carries, the
+    /// trip count of a `fori_loop` given as a tensor, then the captured
+    /// values. Its body and condition are programs held in the op. The
+    /// node's own value is a token; `LoopResult` reads its results.
+    While(std::sync::Arc<Loop>),
+    /// Operand a `While` node: the final value of carry `index`.
+    LoopResult {
+        /// The carry.
+        index: usize,
+    },
 }
 
 impl Op {
@@ -373,6 +386,7 @@ impl Op {
             | Op::Reshape { shape }
             | Op::Guard { shape, .. } => shape,
             Op::SizeOf(e) => std::slice::from_ref(e),
+            Op::While(l) => &l.outer_sizes,
             Op::Data { .. }
             | Op::Scalar { .. }
             | Op::Unary(_)
@@ -400,16 +414,62 @@ impl Op {
             | Op::Nonzero
             | Op::MaskedSelect
             | Op::Unique
-            | Op::UniqueCounts => &[],
+            | Op::UniqueCounts
+            | Op::LoopResult { .. } => &[],
         }
     }
 
-    /// The size checks the op makes when the program runs (only a guard
-    /// makes any). A program must be able to compute every variable they
-    /// mention, as for [`Op::size_args`].
+    /// The size arguments of [`Op::size_args`], for rewriting (a loop's
+    /// body instantiated on other operands, see `autograd::loops`).
+    pub(crate) fn size_args_mut(&mut self) -> &mut [SizeExpr] {
+        match self {
+            Op::Iota { shape, .. }
+            | Op::RandomUniform { shape, .. }
+            | Op::Broadcast { shape, .. }
+            | Op::Reshape { shape }
+            | Op::Guard { shape, .. } => shape,
+            Op::SizeOf(e) => std::slice::from_mut(e),
+            Op::While(l) => &mut std::sync::Arc::make_mut(l).outer_sizes,
+            Op::Data { .. }
+            | Op::Scalar { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Convert(_)
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concat { .. }
+            | Op::Reverse { .. }
+            | Op::PadToBound { .. }
+            | Op::Reduce { .. }
+            | Op::ArgReduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
+            | Op::Dot(_)
+            | Op::Convolution(_)
+            | Op::IndexSelect { .. }
+            | Op::Gather { .. }
+            | Op::IndexAdd { .. }
+            | Op::Scatter { .. }
+            | Op::Argsort { .. }
+            | Op::MaskedScatter
+            | Op::Nonzero
+            | Op::MaskedSelect
+            | Op::Unique
+            | Op::UniqueCounts
+            | Op::LoopResult { .. } => &mut [],
+        }
+    }
+
+    /// The size checks the op makes when the program runs: a guard's,
+    /// and those of a loop's programs. A program must be able to compute
+    /// every variable a guard's mention, as for [`Op::size_args`]; a
+    /// loop's mention its programs' variables, which it computes inside.
     pub(crate) fn checks(&self) -> &[SizeCheck] {
         match self {
             Op::Guard { checks, .. } => checks,
+            Op::While(l) => &l.checks,
             Op::Data { .. }
             | Op::Scalar { .. }
             | Op::Iota { .. }
@@ -442,7 +502,8 @@ impl Op {
             | Op::Nonzero
             | Op::MaskedSelect
             | Op::Unique
-            | Op::UniqueCounts => &[],
+            | Op::UniqueCounts
+            | Op::LoopResult { .. } => &[],
         }
     }
 
@@ -540,6 +601,8 @@ impl Op {
             Op::MaskedSelect => "masked_select",
             Op::Unique => "unique",
             Op::UniqueCounts => "unique_counts",
+            Op::While(l) => l.name(),
+            Op::LoopResult { .. } => "loop_result",
         }
     }
 }

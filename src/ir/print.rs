@@ -16,6 +16,7 @@
 //! introduces a size variable) and ends (dynamic operands, static result).
 //! The format is stable: snapshot tests depend on it.
 
+use super::loops::{Loop, LoopKind};
 use super::op::{Lit, Op};
 use crate::dtype::DType;
 use crate::ir::program::Program;
@@ -117,6 +118,9 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => {
             String::new()
         }
+        // A loop prints as a block (`Printer::loop_block`).
+        Op::While(_) => String::new(),
+        Op::LoopResult { index } => index.to_string(),
     };
     if body.is_empty() {
         body
@@ -127,88 +131,186 @@ fn attrs(op: &Op, names: &mut Names) -> String {
 
 /// Prints a canonical program.
 pub(crate) fn print_program(p: &Program) -> String {
-    let mut names = Names {
-        vars: Renumbering::default(),
+    let mut pr = Printer {
+        names: Names {
+            vars: Renumbering::default(),
+        },
+        next: 0,
+        out: String::new(),
     };
-    let mut out = String::new();
-    // Scalars are printed inline where used, so they take no name.
-    let mut name: Vec<String> = Vec::with_capacity(p.nodes.len());
-    let mut next = 0;
-    for n in &p.nodes {
-        match &n.op {
-            Op::Scalar { value, dtype } => name.push(match dtype {
-                DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
-                    format!("{}:{dtype}", lit(*value))
+    let name = pr.node_names(p);
+    let params: Vec<String> = p.params.iter().map(|&i| pr.param(p, &name, i)).collect();
+    let _ = writeln!(pr.out, "program({}) {{", params.join(", "));
+    pr.body(p, &name, 1);
+    pr.out.push('}');
+    pr.out.push('\n');
+    pr.out
+}
+
+/// The printer's state: names so far (variables and nodes are numbered
+/// across nested loop programs, so every name is unique) and the text.
+struct Printer {
+    names: Names,
+    next: usize,
+    out: String,
+}
+
+impl Printer {
+    /// The name of each node of `p`: inline scalars print as their value,
+    /// the rest as the next letters.
+    fn node_names(&mut self, p: &Program) -> Vec<String> {
+        p.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Scalar { value, dtype } => match dtype {
+                    DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                        format!("{}:{dtype}", lit(*value))
+                    }
+                    DType::Bool => format!("{}:{dtype}", value.0 != 0.0),
+                    DType::I32 | DType::I64 => format!("{}:{dtype}", value.0 as i64),
+                },
+                _ => {
+                    self.next += 1;
+                    node_name(self.next - 1)
                 }
-                DType::Bool => format!("{}:{dtype}", value.0 != 0.0),
-                DType::I32 | DType::I64 => format!("{}:{dtype}", value.0 as i64),
-            }),
-            _ => {
-                name.push(node_name(next));
-                next += 1;
+            })
+            .collect()
+    }
+
+    /// `a:f32[3]`: parameter `i` of `p` with its type.
+    fn param(&mut self, p: &Program, name: &[String], i: usize) -> String {
+        let n = &p.nodes[i];
+        format!("{}:{}{}", name[i], n.dtype, self.names.shape(&n.shape))
+    }
+
+    /// The nodes of `p` (but its parameters) and its return line.
+    fn body(&mut self, p: &Program, name: &[String], depth: usize) {
+        let pad = "  ".repeat(depth);
+        for (i, n) in p.nodes.iter().enumerate() {
+            if matches!(n.op, Op::Data { .. } | Op::Scalar { .. }) {
+                continue;
             }
-        }
-    }
-    let params: Vec<String> = p
-        .params
-        .iter()
-        .map(|&i| {
-            let n = &p.nodes[i];
-            format!("{}:{}{}", name[i], n.dtype, names.shape(&n.shape))
-        })
-        .collect();
-    let _ = writeln!(out, "program({}) {{", params.join(", "));
-    for (i, n) in p.nodes.iter().enumerate() {
-        if matches!(n.op, Op::Data { .. } | Op::Scalar { .. }) {
-            continue;
-        }
-        let known_before = names.vars.len();
-        let shape = names.shape(&n.shape);
-        let operands: Vec<&str> = n.inputs.iter().map(|&j| name[j].as_str()).collect();
-        let a = attrs(&n.op, &mut names);
-        let mut line = format!("  {}:{}{} = {}{}", name[i], n.dtype, shape, n.op.name(), a);
-        if !operands.is_empty() {
-            line.push(' ');
-            line.push_str(&operands.join(" "));
-        }
-        // Zone markers: a variable first seen at this node starts a zone;
-        // dynamic operands with a static result end one.
-        let new_vars: Vec<u64> = names.vars.since(known_before).to_vec();
-        let introduces = !new_vars.is_empty();
-        let dynamic_in = n
-            .inputs
-            .iter()
-            .any(|&j| p.nodes[j].shape.iter().any(|e| e.as_const().is_none()));
-        let static_out = n.shape.iter().all(|e| e.as_const().is_some());
-        if introduces {
-            let vars: Vec<VarRef> = n
-                .shape
+            let operands: Vec<&str> = n.inputs.iter().map(|&j| name[j].as_str()).collect();
+            if let Op::While(l) = &n.op {
+                self.loop_block(l, &name[i], &operands, depth);
+                continue;
+            }
+            let known_before = self.names.vars.len();
+            let shape = self.names.shape(&n.shape);
+            let a = attrs(&n.op, &mut self.names);
+            let mut line = format!(
+                "{pad}{}:{}{} = {}{}",
+                name[i],
+                n.dtype,
+                shape,
+                n.op.name(),
+                a
+            );
+            if !operands.is_empty() {
+                line.push(' ');
+                line.push_str(&operands.join(" "));
+            }
+            // Zone markers: a variable first seen at this node starts a zone;
+            // dynamic operands with a static result end one.
+            let new_vars: Vec<u64> = self.names.vars.since(known_before).to_vec();
+            let introduces = !new_vars.is_empty();
+            let dynamic_in = n
+                .inputs
                 .iter()
-                .flat_map(|e| e.vars())
-                .filter(|v| new_vars.contains(&v.0.id))
-                .collect();
-            let desc: Vec<String> = vars
-                .iter()
-                .map(|v| format!("{} in [{}, {}]", names.var(v), v.0.lo, v.0.hi))
-                .collect();
-            let _ = write!(line, "    # zone start: {}", desc.join(", "));
-        } else if dynamic_in && static_out {
-            line.push_str("    # zone end");
+                .any(|&j| p.nodes[j].shape.iter().any(|e| e.as_const().is_none()));
+            let static_out = n.shape.iter().all(|e| e.as_const().is_some());
+            if introduces {
+                let vars: Vec<VarRef> = n
+                    .shape
+                    .iter()
+                    .flat_map(|e| e.vars())
+                    .filter(|v| new_vars.contains(&v.0.id))
+                    .collect();
+                let desc: Vec<String> = vars
+                    .iter()
+                    .map(|v| format!("{} in [{}, {}]", self.names.var(v), v.0.lo, v.0.hi))
+                    .collect();
+                let _ = write!(line, "    # zone start: {}", desc.join(", "));
+            } else if dynamic_in && static_out {
+                line.push_str("    # zone end");
+            }
+            let _ = writeln!(self.out, "{line}");
         }
-        let _ = writeln!(out, "{line}");
+        let outs: Vec<&str> = p.outputs.iter().map(|&o| name[o].as_str()).collect();
+        let mut ret = format!("{pad}return {}", outs.join(", "));
+        if !p.size_outputs.is_empty() {
+            let sizes: Vec<String> = p
+                .size_outputs
+                .iter()
+                .map(|&k| self.names.var(&p.vars[k].var))
+                .collect();
+            let _ = write!(ret, "; sizes {}", sizes.join(", "));
+        }
+        let _ = writeln!(self.out, "{ret}");
     }
-    let outs: Vec<&str> = p.outputs.iter().map(|&o| name[o].as_str()).collect();
-    let mut ret = format!("  return {}", outs.join(", "));
-    if !p.size_outputs.is_empty() {
-        let sizes: Vec<String> = p
-            .size_outputs
+
+    /// A loop node `name` with its operands, and its programs as nested
+    /// blocks:
+    ///
+    /// ```text
+    /// c = fori_loop[trip=10] a; captured b {
+    ///   body(carries d:f32[3]; counter e:i64[]; captured f:f32[3]) {
+    ///     g:f32[3] = add d f
+    ///     return g
+    ///   }
+    /// }
+    /// ```
+    fn loop_block(&mut self, l: &Loop, name: &str, operands: &[&str], depth: usize) {
+        let pad = "  ".repeat(depth);
+        let carries = l.carries.len();
+        let attrs = match (&l.kind, l.saves_carries) {
+            (LoopKind::Fori { trip: Some(n) }, false) => format!("[trip={n}]"),
+            (LoopKind::Fori { trip: Some(n) }, true) => format!("[trip={n} saves carries]"),
+            (LoopKind::Fori { trip: None } | LoopKind::While, _) => String::new(),
+        };
+        let mut line = format!("{pad}{name} = {}{attrs}", l.name());
+        if carries > 0 {
+            let _ = write!(line, " {}", operands[..carries].join(" "));
+        }
+        if l.trip_operand() {
+            let _ = write!(line, "; trip {}", operands[carries]);
+        }
+        if l.captures > 0 {
+            let _ = write!(
+                line,
+                "; captured {}",
+                operands[l.first_capture()..].join(" ")
+            );
+        }
+        let _ = writeln!(self.out, "{line} {{");
+        let programs = l
+            .cond
             .iter()
-            .map(|&k| names.var(&p.vars[k].var))
-            .collect();
-        let _ = write!(ret, "; sizes {}", sizes.join(", "));
+            .map(|c| ("cond", c))
+            .chain([("body", &l.body)]);
+        for (what, p) in programs {
+            let names = self.node_names(p);
+            let mut params: Vec<usize> = p.params.clone();
+            let captured = params.split_off(params.len() - l.captures);
+            let counter = match l.has_counter() {
+                true => params.split_off(carries),
+                false => Vec::new(),
+            };
+            let mut sections = Vec::new();
+            for (label, list) in [
+                ("carries", params),
+                ("counter", counter),
+                ("captured", captured),
+            ] {
+                if !list.is_empty() {
+                    let ps: Vec<String> = list.iter().map(|&i| self.param(p, &names, i)).collect();
+                    sections.push(format!("{label} {}", ps.join(", ")));
+                }
+            }
+            let _ = writeln!(self.out, "{pad}  {what}({}) {{", sections.join("; "));
+            self.body(p, &names, depth + 2);
+            let _ = writeln!(self.out, "{pad}  }}");
+        }
+        let _ = writeln!(self.out, "{pad}}}");
     }
-    let _ = writeln!(out, "{ret}");
-    out.push('}');
-    out.push('\n');
-    out
 }

@@ -13,7 +13,7 @@ use crate::symint::{Shape, VarRef};
 use std::hash::{Hash, Hasher};
 
 /// One node of a program.
-#[derive(Clone, Debug, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PNode {
     pub op: Op,
     /// Indices of operand nodes (all smaller than this node's index).
@@ -23,7 +23,7 @@ pub(crate) struct PNode {
 }
 
 /// Where a program gets the value of a size variable it needs.
-#[derive(Clone, Debug, Hash, PartialEq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum VarSource {
     /// The size of dimension `dim` of an earlier node.
     Dim { node: usize, dim: usize },
@@ -32,14 +32,15 @@ pub(crate) enum VarSource {
 }
 
 /// A size variable the program needs, with where it comes from.
-#[derive(Clone, Debug, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct VarInfo {
     pub var: VarRef,
     pub source: VarSource,
 }
 
-/// A canonical program.
-#[derive(Clone, Debug, Hash)]
+/// A canonical program. A loop's body and condition are programs too,
+/// held in its `Op::While` (see `ir::loops`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Program {
     pub nodes: Vec<PNode>,
     /// Node indices of the `Data` leaves, in parameter order.

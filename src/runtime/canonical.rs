@@ -171,14 +171,21 @@ pub(crate) fn trace<'a>(
         }
         for c in n.op.checks() {
             checked = true;
+            if let Op::While(_) = n.op {
+                // A loop's checks are on its own programs' sizes.
+                continue;
+            }
             for v in c.lhs.vars().into_iter().chain(c.rhs.vars()) {
                 need(&v, &defined, &mut vars)?;
             }
         }
         if let Op::Data { data, .. } = &n.op {
-            let data: Arc<DeviceData> = data
-                .shared()
-                .ok_or_else(|| Error::internal("trace", "a data leaf without device data"))?;
+            let data: Arc<DeviceData> =
+                data.shared()
+                    .ok_or_else(|| match crate::ir::loops::placeholder_of(n) {
+                        Some(p) => crate::ir::loops::escaped("mark_step", p),
+                        None => Error::internal("trace", "a data leaf without device data"),
+                    })?;
             param_data.push(data);
             params.push(i);
         }

@@ -426,6 +426,24 @@ impl SizeExpr {
         })
     }
 
+    /// The expression with each variable `v` for which `f` gives a value
+    /// replaced by it (a loop's body instantiated on other operands).
+    pub fn substitute(&self, f: &mut dyn FnMut(&VarRef) -> Option<SizeExpr>) -> SizeExpr {
+        let mut acc = SizeExpr::constant(self.constant_part());
+        for (atom, k) in self.terms() {
+            let x = match &atom.op {
+                AtomOp::Var(v) => f(v).unwrap_or_else(|| SizeExpr::var(v.clone())),
+                AtomOp::Mul(a, b) => a.substitute(f).mul(&b.substitute(f)),
+                AtomOp::FloorDiv(a, b) => a.substitute(f).floor_div(&b.substitute(f)),
+                AtomOp::Rem(a, b) => a.substitute(f).rem(&b.substitute(f)),
+                AtomOp::Min(a, b) => a.substitute(f).minimum(&b.substitute(f)),
+                AtomOp::Max(a, b) => a.substitute(f).maximum(&b.substitute(f)),
+            };
+            acc = acc.add(&x.scale(*k));
+        }
+        acc
+    }
+
     /// Formats with `name(v)` naming each variable.
     pub fn fmt_with(
         &self,

@@ -142,3 +142,42 @@ fn bounds_are_sound_for_every_value() {
         }
     }
 }
+
+#[test]
+fn substitution_rebuilds_the_canonical_form() {
+    let (a, b, c) = (
+        VarRef::fresh(0, 10),
+        VarRef::fresh(0, 10),
+        VarRef::fresh(1, 4),
+    );
+    let (ea, eb, ec) = (
+        SizeExpr::var(a.clone()),
+        SizeExpr::var(b.clone()),
+        SizeExpr::var(c.clone()),
+    );
+    // 2a + 3 + min(a, c) + (a * c) // 2, with a := b + 1.
+    let e = ea
+        .scale(2)
+        .add(&SizeExpr::constant(3))
+        .add(&ea.minimum(&ec))
+        .add(&ea.mul(&ec).floor_div(&SizeExpr::constant(2)));
+    let b1 = eb.add(&SizeExpr::constant(1));
+    let got = e.substitute(&mut |v| (v == &a).then(|| b1.clone()));
+    let want = b1
+        .scale(2)
+        .add(&SizeExpr::constant(3))
+        .add(&b1.minimum(&ec))
+        .add(&b1.mul(&ec).floor_div(&SizeExpr::constant(2)));
+    assert_eq!(got, want);
+    assert!(!got.vars().contains(&a));
+    // Values agree with evaluating the original at a = b + 1.
+    for bv in 0..=9 {
+        for cv in 1..=4 {
+            let mut sub = |v: &VarRef| if v == &b { bv } else { cv };
+            let mut orig = |v: &VarRef| if v == &a { bv + 1 } else { cv };
+            assert_eq!(got.eval(&mut sub), e.eval(&mut orig));
+        }
+    }
+    // Nothing to substitute: the same expression.
+    assert_eq!(e.substitute(&mut |_| None), e);
+}

@@ -142,6 +142,26 @@ impl Tensor {
         Tensor::filled("ones_sym", sizes, 1.0, dtype)
     }
 
+    /// The value of a size as an I64 scalar tensor, computed on the device
+    /// when the program runs (nothing is read back): a dynamic size used
+    /// in arithmetic, as PyTorch code uses `x.size(0)` in a formula.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![3.0f32, 0.0, 5.0, 1.0], &[4]).unwrap();
+    /// let n = x.nonzero().size(0); // 3, at most 4
+    /// let wanted = Tensor::scalar_sym(&(8 - n)); // [] I64, 5 when it runs
+    /// let rank = Tensor::arange(8);
+    /// let keep = rank.lt(&wanted);
+    /// assert_eq!(keep.to_dtype(DType::I64).sum().item::<i64>().unwrap(), 5);
+    /// ```
+    pub fn scalar_sym(size: &SymInt) -> Tensor {
+        let anchors = anchors_of(std::iter::once(size));
+        let deps = size_deps_for(std::slice::from_ref(&size.expr), &anchors);
+        Tensor::try_apply_on(Op::SizeOf(size.expr.clone()), &[], deps, &Device::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// A tensor of this tensor's shape (dynamic dims included), dtype and
     /// device, filled with `value`.
     pub fn full_like(&self, value: f64) -> Tensor {

@@ -32,3 +32,17 @@ pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
     let _restore = Restore;
     f()
 }
+
+/// Runs `f` with gradients recorded, even inside [`no_grad`]: a backward
+/// that differentiates a loop's body records its forward ops this way
+/// (see `autograd::loops`).
+pub(crate) fn enable_grad<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NO_GRAD_DEPTH.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(NO_GRAD_DEPTH.with(|d| d.replace(0)));
+    f()
+}

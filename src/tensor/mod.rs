@@ -1,5 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod control_flow;
 mod conv;
 mod create;
 mod dim;
@@ -27,9 +28,12 @@ pub(crate) mod sync;
 mod upsample;
 mod window;
 
+pub(crate) use control_flow::loop_node;
+pub use control_flow::{fori_loop, while_loop, TripCount};
 pub(crate) use create::SplitMix64;
 pub use dim::DimIndex;
 use dim::ResolveDim;
+pub(crate) use grad_mode::enable_grad;
 pub use grad_mode::no_grad;
 pub use sym_bool::SymBool;
 pub use sym_int::SymInt;

@@ -34,8 +34,12 @@ impl Tensor {
             sync::sync_tensors(std::slice::from_ref(self))?;
         }
         let node = self.node();
-        let data = crate::runtime::device_data::of(&node)
-            .ok_or_else(|| Error::internal("read", "a computed tensor without data"))?;
+        let data = crate::runtime::device_data::of(&node).ok_or_else(|| {
+            match crate::ir::loops::placeholder_of(&node) {
+                Some(p) => crate::ir::loops::escaped("read", p),
+                None => Error::internal("read", "a computed tensor without data"),
+            }
+        })?;
         if let Some(h) = data.host_copy() {
             return Ok(((*h).clone(), node.clone()));
         }

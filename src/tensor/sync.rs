@@ -63,7 +63,11 @@ pub(crate) fn verify() -> Result<()> {
 /// ```
 pub fn mark_step() -> crate::Result<()> {
     metrics::inc(metrics::Counter::MarkStep);
-    let pending = registry::pending();
+    let mut pending = registry::pending();
+    if !super::control_flow::tracing_body() {
+        // Values of a loop body another thread is tracing: not ours.
+        pending.retain(|t| t.node().loop_depth == 0);
+    }
     let mut devices: Vec<Device> = Vec::new();
     for t in &pending {
         if !devices.iter().any(|d| d.same(t.device())) {

@@ -35,6 +35,8 @@ pub(super) fn run(
 ) -> Result<Vec<HostArray>> {
     let positions = program.var_positions();
     let mut values: Vec<HostArray> = Vec::with_capacity(program.nodes.len());
+    // Each loop node's results (its own value is a token).
+    let mut loops: HashMap<usize, Vec<HostArray>> = HashMap::new();
     let mut params = params.into_iter();
     for (i, node) in program.nodes.iter().enumerate() {
         let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
@@ -362,6 +364,22 @@ pub(super) fn run(
                     (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
                     _ => return Err(err("unique_counts", "unsupported dtypes")),
                 }),
+                Op::While(l) => {
+                    let outer = l
+                        .outer_sizes
+                        .iter()
+                        .map(|e| size_value(e, program, &positions, &values, var_args))
+                        .collect::<Result<Vec<_>>>()?;
+                    let operands: Vec<&HostArray> =
+                        node.inputs.iter().map(|&j| &values[j]).collect();
+                    loops.insert(i, super::loops::run(l, &operands, &outer)?);
+                    HostArray::full(DType::Bool, &[], 0.0)
+                }
+                Op::LoopResult { index } => loops
+                    .get(&node.inputs[0])
+                    .and_then(|r| r.get(*index))
+                    .cloned()
+                    .ok_or_else(|| err("loop_result", "no such result"))?,
             })
         };
         let v = eval().map_err(|e| node_failed(program, i, e))?;

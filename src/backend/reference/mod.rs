@@ -8,6 +8,7 @@
 mod conv;
 mod eval;
 mod kernels;
+mod loops;
 mod window;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};

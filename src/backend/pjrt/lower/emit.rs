@@ -205,6 +205,15 @@ pub(crate) fn list(v: &[i64]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// The name of result `i` of the op named `r` with `n` results: `%r#i`,
+/// or `%r` for a single one.
+pub(crate) fn result_name(r: &str, n: usize, i: usize) -> String {
+    match n {
+        1 => r.to_string(),
+        _ => format!("{r}#{i}"),
+    }
+}
+
 /// StableHLO's spelling of a comparison direction.
 fn direction(c: CmpOp) -> &'static str {
     match c {
@@ -344,6 +353,79 @@ impl Builder {
                 } else {
                     format!("{r}#{i}")
                 },
+                ty: t.clone(),
+            })
+            .collect()
+    }
+
+    /// Opens a `stablehlo.while` whose state is `args` (static types);
+    /// returns its result name. Then come its two regions, each a
+    /// [`block`](Builder::block) closed by [`end_block`](Builder::end_block)
+    /// (the condition yields an i1, the body the new state), separated by
+    /// [`next_region`](Builder::next_region), and
+    /// [`close_while`](Builder::close_while).
+    pub fn open_while(&mut self, args: &[V]) -> String {
+        let r = self.fresh();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let head = match args.len() {
+            1 => format!("{r} = "),
+            n => format!("{r}:{n} = "),
+        };
+        self.push(format!(
+            "{head}\"stablehlo.while\"({}) ({{",
+            names.join(", ")
+        ));
+        r
+    }
+
+    /// Opens a region's block taking values of types `tys`; returns them.
+    pub fn block(&mut self, tys: &[Ty]) -> Vec<V> {
+        let args: Vec<V> = tys
+            .iter()
+            .map(|t| V {
+                name: self.fresh(),
+                ty: t.clone(),
+            })
+            .collect();
+        let sig: Vec<String> = args
+            .iter()
+            .map(|b| format!("{}: {}", b.name, b.ty.mlir()))
+            .collect();
+        self.push(format!("^bb0({}):", sig.join(", ")));
+        self.indent += 1;
+        args
+    }
+
+    /// Closes a block, yielding `values`.
+    pub fn end_block(&mut self, values: &[V]) {
+        let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
+        let tys: Vec<String> = values.iter().map(|v| v.ty.mlir()).collect();
+        self.push(format!(
+            "\"stablehlo.return\"({}) : ({}) -> ()",
+            names.join(", "),
+            tys.join(", ")
+        ));
+        self.indent -= 1;
+    }
+
+    /// Between the regions of a multi-region op.
+    pub fn next_region(&mut self) {
+        self.push("}, {".into());
+    }
+
+    /// Closes the `stablehlo.while` named `r` whose state has types
+    /// `tys`; returns its results.
+    pub fn close_while(&mut self, r: &str, tys: &[Ty]) -> Vec<V> {
+        let ts: Vec<String> = tys.iter().map(|t| t.mlir()).collect();
+        let res = match ts.len() {
+            1 => ts[0].clone(),
+            _ => format!("({})", ts.join(", ")),
+        };
+        self.push(format!("}}) : ({}) -> {res}", ts.join(", ")));
+        tys.iter()
+            .enumerate()
+            .map(|(i, t)| V {
+                name: result_name(r, tys.len(), i),
                 ty: t.clone(),
             })
             .collect()

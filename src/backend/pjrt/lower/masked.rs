@@ -19,9 +19,10 @@
 //! indexed by it, `masked_scatter` back through the same mask, size
 //! expressions of it. Anything that observes a position packs it: being a
 //! program result (a read), an index into it, a slice, concat, reverse,
-//! sort, scan, window or `argmax` along it, a nested `nonzero`, an `iota`
-//! of its size, a guard that renames it, or a dim that is an expression
-//! of it (`s + 1`) rather than `s` itself.
+//! sort, scan, window or `argmax` along it, a loop carrying or capturing
+//! it, a nested `nonzero`, an `iota` of its size, a guard that renames
+//! it, or a dim that is an expression of it (`s + 1`) rather than `s`
+//! itself.
 //!
 //! Invariant: a dim of a node is masked exactly when its size is a masked
 //! variable; its lowered type is static at the bound, and its real
@@ -179,7 +180,9 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         | Op::Scatter { .. }
         | Op::Argsort { .. }
         | Op::Unique
-        | Op::UniqueCounts => false,
+        | Op::UniqueCounts
+        | Op::While(_)
+        | Op::LoopResult { .. } => false,
     }
 }
 

@@ -40,6 +40,7 @@ mod conv;
 mod dynamic;
 mod emit;
 mod index;
+mod loops;
 mod masked;
 mod math;
 mod padding;
@@ -116,20 +117,7 @@ pub(super) fn node_ty(dtype: DType, shape: &[SizeExpr]) -> Ty {
 
 /// Lowers `program`.
 pub(crate) fn lower(program: &Program) -> Result<Lowered> {
-    let mut ctx = Ctx {
-        b: Builder::new(),
-        program,
-        values: vec![None; program.nodes.len()],
-        params: HashMap::new(),
-        var_pos: program.var_positions(),
-        var_vals: HashMap::new(),
-        var_args: Vec::new(),
-        checks: Vec::new(),
-        pads: HashMap::new(),
-        swapped: reduce::swapped_dots(program),
-        masked: masked::masked_vars(program),
-        masks: HashMap::new(),
-    };
+    let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
         let v = V {
@@ -140,7 +128,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         v
     };
     let i32t = Ty::scalar(Elt::I32);
-    let mut raw_params = Vec::new();
+    let mut params = Vec::new();
     for &p in &program.params {
         let n = &program.nodes[p];
         let ty = node_ty(n.dtype, &n.shape);
@@ -149,7 +137,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
             .filter(|&d| ty.dynamic[d])
             .map(|_| arg(&i32t, &mut sig))
             .collect();
-        raw_params.push((p, ty, data, sizes));
+        params.push((data, sizes));
     }
     let num_var_args = program
         .vars
@@ -160,37 +148,9 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         })
         .max()
         .unwrap_or(0);
-    for _ in 0..num_var_args {
-        let v = arg(&i32t, &mut sig);
-        ctx.var_args.push(v);
-    }
-    for (p, ty, data, sizes) in raw_params {
-        let mut sizes = sizes.into_iter();
-        let mut v = data;
-        for d in 0..ty.rank() {
-            if ty.dynamic[d] {
-                let s = sizes.next().expect("one size per dynamic dim");
-                let s = ctx.clamp_size(&s, ty.dims[d]);
-                v = ctx.b.set_size(&v, d, &s, true);
-            }
-        }
-        ctx.params.insert(p, v);
-    }
-
-    let zero_once = shared_fill::zero_once(program);
-    let folded: std::collections::HashSet<usize> = ctx.swapped.values().map(|s| s.dot).collect();
-    for (i, zero) in zero_once.iter().enumerate() {
-        if folded.contains(&i) {
-            continue;
-        }
-        let mut v = ctx.node(i)?;
-        ctx.note_extents(i, &v);
-        if let Some(dims) = zero {
-            v = ctx.zero_padding_once(v, dims);
-            ctx.note_extents(i, &v);
-        }
-        ctx.values[i] = Some(v);
-    }
+    let var_args = (0..num_var_args).map(|_| arg(&i32t, &mut sig)).collect();
+    ctx.enter(params, var_args);
+    ctx.lower_nodes()?;
 
     let mut results: Vec<V> = Vec::new();
     let mut output_dynamic = Vec::new();
@@ -244,8 +204,73 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     })
 }
 
+impl<'p> Ctx<'p> {
+    /// A context lowering `program` into `b` (a function's body, or a
+    /// loop's region: see `loops`).
+    pub(super) fn new(b: Builder, program: &'p Program) -> Ctx<'p> {
+        Ctx {
+            b,
+            program,
+            values: vec![None; program.nodes.len()],
+            params: HashMap::new(),
+            var_pos: program.var_positions(),
+            var_vals: HashMap::new(),
+            var_args: Vec::new(),
+            checks: Vec::new(),
+            pads: HashMap::new(),
+            swapped: reduce::swapped_dots(program),
+            masked: masked::masked_vars(program),
+            masks: HashMap::new(),
+        }
+    }
+
+    /// Binds the parameters, each given as a static buffer at its bound
+    /// and one i32 size per dynamic dimension (the entry convention; each
+    /// size is clamped to its bound), and the `VarSource::Arg` sizes.
+    pub(super) fn enter(&mut self, params: Vec<(V, Vec<V>)>, var_args: Vec<V>) {
+        self.var_args = var_args;
+        for (&p, (data, sizes)) in self.program.params.iter().zip(params) {
+            let n = &self.program.nodes[p];
+            let ty = node_ty(n.dtype, &n.shape);
+            let mut sizes = sizes.into_iter();
+            let mut v = data;
+            for d in 0..ty.rank() {
+                if ty.dynamic[d] {
+                    let s = sizes.next().expect("one size per dynamic dim");
+                    let s = self.clamp_size(&s, ty.dims[d]);
+                    v = self.b.set_size(&v, d, &s, true);
+                }
+            }
+            self.params.insert(p, v);
+        }
+    }
+
+    /// Lowers every node, in order, zeroing once the padding that
+    /// several consumers need zero (see `shared_fill`); a dot lowered
+    /// swapped by the transpose that uses it is skipped
+    /// (`reduce::swapped_dots`).
+    pub(super) fn lower_nodes(&mut self) -> Result<()> {
+        let zero_once = shared_fill::zero_once(self.program);
+        let folded: std::collections::HashSet<usize> =
+            self.swapped.values().map(|s| s.dot).collect();
+        for (i, zero) in zero_once.iter().enumerate() {
+            if folded.contains(&i) {
+                continue;
+            }
+            let mut v = self.node(i)?;
+            self.note_extents(i, &v);
+            if let Some(dims) = zero {
+                v = self.zero_padding_once(v, dims);
+                self.note_extents(i, &v);
+            }
+            self.values[i] = Some(v);
+        }
+        Ok(())
+    }
+}
+
 impl Ctx<'_> {
-    fn value(&self, i: usize) -> Result<V> {
+    pub(super) fn value(&self, i: usize) -> Result<V> {
         self.values[i].clone().ok_or_else(|| {
             Error::internal("pjrt lowering", format!("node {i} used before defined"))
         })
@@ -414,6 +439,8 @@ impl Ctx<'_> {
             },
             Op::Unique => self.unique(&ins[0], &ty),
             Op::UniqueCounts => self.unique_counts(&ins[0], &ins[1], &ty),
+            Op::While(l) => self.while_loop(l, &ins)?,
+            Op::LoopResult { index } => self.loop_result(node.inputs[0], &ins[0], *index, &ty)?,
         })
     }
 

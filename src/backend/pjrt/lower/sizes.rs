@@ -146,6 +146,7 @@ impl Ctx<'_> {
                     let divides = self.b.cmp(CmpOp::Eq, &rem, &zero);
                     self.b.bin("and", &pos, &divides)
                 }
+                CheckKind::AtMost => self.b.cmp(CmpOp::Le, &l, &r),
             };
             self.checks.push((ok, l, r));
         }
