@@ -1,7 +1,7 @@
 //! Devices: where tensors live and programs run.
 
-use crate::backend::pjrt::{discover, PjrtBackend};
-use crate::backend::reference::ReferenceBackend;
+use crate::backend::pjrt::{discover, PjrtBackend, PjrtReplicas};
+use crate::backend::reference::{ReferenceBackend, ReferenceReplicas};
 use crate::backend::Backend;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -29,15 +29,36 @@ pub struct Device(Arc<DeviceInner>);
 struct DeviceInner {
     backend: Arc<dyn Backend>,
     name: String,
+    /// For a replicated device, the device of each replica; else empty.
+    members: Vec<Device>,
 }
 
-static REFERENCE: LazyLock<Device> = LazyLock::new(|| Device::new(Arc::new(ReferenceBackend)));
+static REFERENCE: LazyLock<Device> =
+    LazyLock::new(|| Device::new(Arc::new(ReferenceBackend::default())));
+
+/// The reference devices: `Device::reference()` first, as many as
+/// `LAZYXLA_CPU_DEVICES` says (else 4, the CPU plugin's own default).
+static REFERENCE_DEVICES: LazyLock<Vec<Device>> = LazyLock::new(|| {
+    let n = crate::backend::cpu_devices_env()
+        .ok()
+        .flatten()
+        .unwrap_or(4);
+    let mut all = vec![REFERENCE.clone()];
+    all.extend((1..n).map(|k| Device::new(Arc::new(ReferenceBackend::device(k)))));
+    all
+});
 
 static DEFAULT: LazyLock<Device> = LazyLock::new(choose_default);
 
 /// PJRT devices by canonical plugin path: one client per plugin per
-/// process.
-static PJRT: LazyLock<Mutex<HashMap<PathBuf, Device>>> =
+/// process, and a device per addressable device of that client (the
+/// first is [`Device::pjrt`]'s).
+static PJRT: LazyLock<Mutex<HashMap<PathBuf, Vec<Device>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Replicated devices by the identities of their members, so that the
+/// same devices give the same replicated device (and compiled programs).
+static REPLICATED: LazyLock<Mutex<HashMap<Vec<usize>, Device>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The plugin `Device::pjrt` tries first (see there).
@@ -66,7 +87,7 @@ fn choose_default() -> Device {
                 let path = PJRT
                     .lock()
                     .iter()
-                    .find(|(_, v)| v.same(&d))
+                    .find(|(_, v)| v[0].same(&d))
                     .map(|(p, _)| p.display().to_string())
                     .unwrap_or_default();
                 eprintln!(
@@ -89,7 +110,11 @@ fn choose_default() -> Device {
 impl Device {
     pub(crate) fn new(backend: Arc<dyn Backend>) -> Device {
         let name = backend.name();
-        Device(Arc::new(DeviceInner { backend, name }))
+        Device(Arc::new(DeviceInner {
+            backend,
+            name,
+            members: Vec::new(),
+        }))
     }
 
     /// The embedded reference backend (an ndarray interpreter on exact
@@ -158,12 +183,72 @@ impl Device {
         })?;
         let mut cache = PJRT.lock();
         if let Some(d) = cache.get(&key) {
-            return Ok(d.clone());
+            return Ok(d[0].clone());
         }
-        let backend = PjrtBackend::open(path)?;
-        let d = Device::new(Arc::new(backend));
-        cache.insert(key, d.clone());
-        Ok(d)
+        let all: Vec<Device> = PjrtBackend::open_all(path)?
+            .into_iter()
+            .map(|b| Device::new(Arc::new(b)))
+            .collect();
+        let first = all.first().cloned().ok_or_else(|| {
+            crate::Error::Plugin(format!(
+                "PJRT plugin {}: the client has no devices",
+                path.display()
+            ))
+        })?;
+        cache.insert(key, all);
+        Ok(first)
+    }
+
+    /// The XLA device of the PJRT plugin at `path` as process `node_id` of
+    /// `num_nodes` of one job spanning several hosts: the client is
+    /// created with the create options `node_id` and `num_nodes` and
+    /// with `store`'s key-value callbacks, through which the GPU plugin's
+    /// processes find each other (see DESIGN.md "Several devices"). It
+    /// must be the first use of that plugin in the process (one client
+    /// per plugin per process); [`devices`] then lists this host's
+    /// devices.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plugin`](crate::Error::Plugin) when a client of that
+    /// plugin exists already, or the plugin refuses the options (the CPU
+    /// plugins run no job across processes: the 0.115 one rejects
+    /// `node_id`; the 0.81 one ignores it and calls no callback).
+    pub fn pjrt_distributed(
+        path: impl AsRef<Path>,
+        node_id: usize,
+        num_nodes: usize,
+        store: Arc<dyn crate::backend::pjrt::ffi::KeyValueStore>,
+    ) -> crate::Result<Device> {
+        let path = path.as_ref();
+        let key = std::fs::canonicalize(path).map_err(|e| {
+            crate::Error::Plugin(format!("PJRT plugin {}: cannot open: {e}", path.display()))
+        })?;
+        if node_id >= num_nodes {
+            return Err(crate::Error::Plugin(format!(
+                "node {node_id} of {num_nodes}: node ids run from 0 to {}",
+                num_nodes.saturating_sub(1)
+            )));
+        }
+        let mut cache = PJRT.lock();
+        if cache.contains_key(&key) {
+            return Err(crate::Error::Plugin(format!(
+                "PJRT plugin {}: its client exists already in this process; call Device::pjrt_distributed before any other use of the plugin",
+                path.display()
+            )));
+        }
+        let all: Vec<Device> = PjrtBackend::open_distributed(path, node_id, num_nodes, store)?
+            .into_iter()
+            .map(|b| Device::new(Arc::new(b)))
+            .collect();
+        let first = all.first().cloned().ok_or_else(|| {
+            crate::Error::Plugin(format!(
+                "PJRT plugin {}: the client has no devices",
+                path.display()
+            ))
+        })?;
+        cache.insert(key, all);
+        Ok(first)
     }
 
     /// The device's name (`reference`, `pjrt:cpu`, ..).
@@ -254,6 +339,165 @@ impl Device {
         SCOPED
             .with(|s| s.borrow().last().map(Device::id))
             .unwrap_or_else(|| DEFAULT.id())
+    }
+}
+
+/// The devices of the default device's backend, the default device's
+/// own first: every addressable device of its PJRT client (as many as the
+/// plugin makes; `LAZYXLA_CPU_DEVICES=n` asks the CPU plugin for `n`),
+/// or the reference devices (`LAZYXLA_CPU_DEVICES`, else 4). Tensors can
+/// live on any of them; [`Device::replicated`] runs one program on
+/// several at once.
+///
+/// ```
+/// let devices = lazyxla::Device::reference().scoped(lazyxla::devices);
+/// assert_eq!(devices[0].name(), "reference");
+/// assert!(devices.len() >= 1);
+/// ```
+pub fn devices() -> Vec<Device> {
+    let d = Device::default();
+    let d = d.0.members.first().cloned().unwrap_or(d);
+    peers(&d).unwrap_or_else(|| vec![d])
+}
+
+/// The devices of `d`'s group (one PJRT client, or the reference devices),
+/// if it belongs to one.
+fn peers(d: &Device) -> Option<Vec<Device>> {
+    if REFERENCE_DEVICES.iter().any(|r| r.same(d)) {
+        return Some(REFERENCE_DEVICES.clone());
+    }
+    PJRT.lock()
+        .values()
+        .find(|all| all.iter().any(|x| x.same(d)))
+        .cloned()
+}
+
+impl Device {
+    /// A device that runs every program on `devices` at once, as one
+    /// replica per device (XLA's replica mode: one program compiled for
+    /// `devices.len()` replicas). A tensor on it holds one value per
+    /// replica; ops run on every replica, the collectives
+    /// ([`Tensor::all_reduce`](crate::Tensor::all_reduce), ..) combine
+    /// them, and reading a value reads the first replica's. Host data
+    /// uploaded to it (`from_vec_on`, `to_device`) is the same on every
+    /// replica; `lazyxla::parallel::shard` gives each its own part. The same devices give the same replicated device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when
+    /// `devices` is empty, names a device twice (the message names the
+    /// replica count and the number of distinct devices), or mixes devices
+    /// that do not belong to one group of [`devices`].
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let devices = Device::reference().scoped(lazyxla::devices);
+    /// let r = Device::replicated(&devices[..2]).unwrap();
+    /// let x = Tensor::from_vec_on(vec![1.0f32, 2.0], &[2], &r).unwrap();
+    /// let total = r.scoped(|| x.all_reduce(lazyxla::parallel::ReduceOp::Sum));
+    /// assert_eq!(total.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    /// ```
+    pub fn replicated(devices: &[Device]) -> crate::Result<Device> {
+        let invalid = |m: String| crate::Error::invalid("replicated", m);
+        let Some(first) = devices.first() else {
+            return Err(invalid("no devices given; pass at least one".into()));
+        };
+        let names = || {
+            devices
+                .iter()
+                .map(|d| d.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut distinct: Vec<&Device> = Vec::new();
+        for d in devices {
+            if !d.0.members.is_empty() {
+                return Err(invalid(format!(
+                    "{} is already a replicated device; pass its devices ({})",
+                    d.name(),
+                    d.0.members
+                        .iter()
+                        .map(|m| m.name().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if !distinct.iter().any(|x| x.same(d)) {
+                distinct.push(d);
+            }
+        }
+        if distinct.len() != devices.len() {
+            return Err(invalid(format!(
+                "{} replicas need {} distinct devices, but {} are distinct ({}); name each device once",
+                devices.len(),
+                devices.len(),
+                distinct.len(),
+                names()
+            )));
+        }
+        let group = peers(first).ok_or_else(|| {
+            invalid(format!(
+                "{} is not one of `lazyxla::devices()`; replicate devices from that list",
+                first.name()
+            ))
+        })?;
+        if let Some(d) = devices.iter().find(|d| !group.iter().any(|g| g.same(d))) {
+            return Err(invalid(format!(
+                "{} and {} are not devices of one client; replicas must be ({})",
+                first.name(),
+                d.name(),
+                names()
+            )));
+        }
+        let key: Vec<usize> = devices.iter().map(Device::id).collect();
+        let mut cache = REPLICATED.lock();
+        if let Some(d) = cache.get(&key) {
+            return Ok(d.clone());
+        }
+        let backend: Arc<dyn Backend> = if REFERENCE_DEVICES.iter().any(|r| r.same(first)) {
+            let index = |d: &Device| {
+                REFERENCE_DEVICES
+                    .iter()
+                    .position(|r| r.same(d))
+                    .unwrap_or(0)
+            };
+            Arc::new(ReferenceReplicas::new(devices.iter().map(index).collect()))
+        } else {
+            let backends = devices
+                .iter()
+                .map(|d| {
+                    d.backend()
+                        .as_any()
+                        .and_then(|a| a.downcast_ref::<PjrtBackend>())
+                        .ok_or_else(|| invalid(format!("{} is not a PJRT device", d.name())))
+                })
+                .collect::<crate::Result<Vec<&PjrtBackend>>>()?;
+            Arc::new(PjrtReplicas::new(&backends)?)
+        };
+        let name = backend.name();
+        let d = Device(Arc::new(DeviceInner {
+            backend,
+            name,
+            members: devices.to_vec(),
+        }));
+        cache.insert(key, d.clone());
+        Ok(d)
+    }
+
+    /// How many replicas run each program on this device: 1, or the
+    /// number of devices of a [`Device::replicated`] one.
+    pub fn replica_count(&self) -> usize {
+        self.backend().replicas()
+    }
+
+    /// The device of each replica: the devices of a
+    /// [`Device::replicated`] one, else this device alone.
+    pub fn replica_devices(&self) -> Vec<Device> {
+        if self.0.members.is_empty() {
+            vec![self.clone()]
+        } else {
+            self.0.members.clone()
+        }
     }
 }
 

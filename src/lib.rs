@@ -37,6 +37,7 @@ mod ir;
 pub mod metrics;
 pub mod nn;
 pub mod optim;
+pub mod parallel;
 mod runtime;
 pub mod safetensors;
 pub mod vision;
@@ -63,8 +64,11 @@ pub mod prelude {
 mod symint;
 mod tensor;
 
+/// The key-value store of a job spanning several hosts, for
+/// [`Device::pjrt_distributed`].
+pub use backend::pjrt::ffi::{KeyValueStore, KvError};
 pub use capture::{capture, CapturedStep};
-pub use device::Device;
+pub use device::{devices, Device};
 pub use dtype::DType;
 pub use error::{Error, Result};
 /// The `half` crate, whose `f16` and `bf16` are the elements of

@@ -47,6 +47,7 @@ named!(
         ExecuteGraph,
         TransferToDevice,
         TransferFromDevice,
+        TransferBetweenDevices,
         SizeMaterialization,
         CompileCacheEviction,
         StepRecording,
@@ -106,7 +107,8 @@ static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
 ///
 /// Counters: `MarkStep`, `UncachedCompile`, `CachedCompile`,
 /// `ExecuteGraph`, `TransferToDevice`, `TransferFromDevice`,
-/// `SizeMaterialization`, `CompileCacheEviction`, and for captured steps
+/// `TransferBetweenDevices` (a device-to-device copy by `to_device`, with
+/// no host transfer), `SizeMaterialization`, `CompileCacheEviction`, and for captured steps
 /// (`capture`) `StepRecording`, `StepReplay` and `InPlaceResult` (a
 /// replay's result moved into a tensor that already existed, without
 /// allocating a new one: the state it updates, a gradient, or a value it

@@ -94,6 +94,11 @@ enum Step {
     /// Operand, kind: `x . x^T`, `x^T . x`, a batch times `x`, `x^T`
     /// times a batch.
     MatMul(usize, u8),
+    /// A collective on one device (one replica, see
+    /// `tests/ops_collective.rs` for several): `all_reduce` by sum, mean,
+    /// max or min, `all_gather`, `reduce_scatter`, plus `replica_id`; a
+    /// dynamic operand is reduced or padded first.
+    Collective(usize, u8),
     /// A vision op on boxes built from the operand's rows (`box_iou`
     /// against fixed boxes, `roi_align` of fixed features, `nms` and
     /// `batched_nms`); the number picks the op and its options.
@@ -152,6 +157,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
+        (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Collective(a, k)),
         (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i.clone(), i.clone(), 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
@@ -505,8 +511,34 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
             }
         }
         Step::Zone(..) => unreachable!("apply_all builds zones"),
+        Step::Collective(a, k) => collective(&float(&pick(a)), *k),
     }));
     r.ok()
+}
+
+/// A collective of `x` on one device: the identity, lowered as XLA's
+/// collectives over one replica. A dynamic `x` is summed over its
+/// dynamic dims (odd `k`) or padded (even `k`) first, as the collectives
+/// require.
+fn collective(x: &Tensor, k: u8) -> Tensor {
+    use lazyxla::parallel::ReduceOp;
+    let x = if !x.is_dynamic() {
+        x.clone()
+    } else if k % 2 == 1 {
+        let dims: Vec<usize> = (0..x.rank()).filter(|&d| x.size(d).is_dynamic()).collect();
+        x.sum_dims(&dims, true)
+    } else {
+        x.pad_to_bound(0.5)
+    };
+    match k {
+        0 => x.all_reduce(ReduceOp::Sum),
+        1 => x.all_reduce(ReduceOp::Mean),
+        2 => x.all_reduce(ReduceOp::Max),
+        3 => x.all_reduce(ReduceOp::Min),
+        4 => x.all_gather(0),
+        5 => x.reduce_scatter(x.rank().saturating_sub(1)),
+        _ => &x + &Tensor::replica_id().to_dtype(DType::F32),
+    }
 }
 
 /// Pooling over `x` seen as NCHW: a static 2-D `[r, c]` as one `r x c`

@@ -1,7 +1,10 @@
 //! DESIGN.md's table of dynamic-shape support and the runtime agree: every
-//! op listed as supporting dynamic inputs runs on one, and every op listed
+//! op listed as supporting dynamic inputs runs on one, every op listed
 //! as "static dims only" rejects a dynamic dim with the error that names
-//! the op and suggests `pad_to_bound(fill)` or `materialize()`.
+//! the op and suggests `pad_to_bound(fill)` or `materialize()`, and every
+//! op listed as "static operands: reduce first" (the collectives) rejects
+//! a dynamic operand with the error that says to reduce the dynamic dims
+//! first or `pad_to_bound(fill)`.
 
 mod common;
 
@@ -160,6 +163,10 @@ fn apply(op: &str) -> Option<()> {
             let x = m.unsqueeze(1).unsqueeze(1); // [<=6, 1, 1, 2]
             x.upsample_nearest2d((2, 3)).sum() + x.upsample_bilinear2d((3, 4), true).sum()
         }
+        "all_reduce" => v.all_reduce(lazyxla::parallel::ReduceOp::Sum).sum(),
+        "all_gather" => v.all_gather(0).sum(),
+        "reduce_scatter" => v.reduce_scatter(0).sum(),
+        "replica_id" => &v + &Tensor::replica_id().to_dtype(lazyxla::DType::F32),
         "box_iou" | "roi_align" => {
             // <=6 boxes, as boxes and as RoIs of image 0.
             let b = Tensor::cat(&[&m, &(&m + 1.0)], 1); // [<=6, 4]
@@ -218,6 +225,14 @@ backend_test! {
                 });
                 assert!(
                     msg.contains(op.as_str()) && msg.contains("pad_to_bound(fill)") && msg.contains("materialize()") && msg.contains("<=6"),
+                    "{op}: the message does not match the table: {msg}"
+                );
+            } else if support.starts_with("static operands: reduce first") {
+                let msg = common::panic_message(|| {
+                    apply(op).unwrap_or_else(|| panic!("untested"));
+                });
+                assert!(
+                    msg.contains(op.as_str()) && msg.contains("reduce the dynamic dimensions first") && msg.contains("pad_to_bound(fill)") && msg.contains("<=6"),
                     "{op}: the message does not match the table: {msg}"
                 );
             } else {

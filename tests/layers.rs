@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["runtime"],
     &["tensor"],
     &["autograd", "capture", "optim", "safetensors"],
-    &["nn", "vision"],
+    &["nn", "parallel", "vision"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -12,6 +12,7 @@
 //! back into the input's shape, `index_select` and `gather` scatter-add,
 //! reductions and `matmul` over dynamic dims, `pad_to_bound` crops back.
 
+mod collective;
 mod loops;
 mod rules;
 

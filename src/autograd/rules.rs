@@ -212,6 +212,12 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::MaskedSelect => vec![Some(x[0].zeros_like().masked_scatter(&x[1], g)), None],
         Op::Unique => vec![None],
         Op::UniqueCounts => vec![None, None],
+        Op::AllReduce { kind, replicas } => vec![Some(super::collective::all_reduce(
+            *kind, *replicas, &x[0], out, g,
+        ))],
+        Op::AllGather { dim, replicas } => vec![Some(g.reduce_scatter_over(*dim, *replicas))],
+        Op::ReduceScatter { dim, replicas } => vec![Some(g.all_gather_over(*dim, *replicas))],
+        Op::ReplicaId => vec![],
         // A loop's results share one rule, which needs all their
         // gradients at once: backward gathers them at the loop node
         // (`super::loops::input_grads`) and never calls this for either.

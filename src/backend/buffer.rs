@@ -13,6 +13,9 @@ pub(crate) enum Storage {
     ReferenceSize(i64),
     /// A PJRT buffer.
     Pjrt(pjrt::ffi::Buffer),
+    /// One buffer per replica, on a replicated backend (see
+    /// `Backend::replicas`): replica `r`'s is on the backend's device `r`.
+    Replicas(Box<[DeviceBuffer]>),
 }
 
 /// A piece of device memory, owned: the device data or size cell holding
@@ -39,6 +42,22 @@ impl DeviceBuffer {
     pub fn storage(&self) -> &Storage {
         &self.storage
     }
+
+    /// Replica `r`'s buffer of a replicated buffer.
+    pub fn replica(&self, r: usize) -> crate::Result<&DeviceBuffer> {
+        match &self.storage {
+            Storage::Replicas(b) => b.get(r).ok_or_else(|| {
+                crate::Error::internal(
+                    "replicas",
+                    format!("replica {r} of a buffer of {}", b.len()),
+                )
+            }),
+            _ => Err(crate::Error::internal(
+                "replicas",
+                "a buffer of one device where one per replica was expected",
+            )),
+        }
+    }
 }
 
 impl Drop for DeviceBuffer {
@@ -54,6 +73,7 @@ impl std::fmt::Debug for DeviceBuffer {
             Storage::Reference(a) => write!(f, "Reference({:?})", a.shape()),
             Storage::ReferenceSize(v) => write!(f, "ReferenceSize({v})"),
             Storage::Pjrt(b) => write!(f, "{b:?}"),
+            Storage::Replicas(r) => f.debug_list().entries(r.iter()).finish(),
         }
     }
 }

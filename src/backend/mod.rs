@@ -15,6 +15,38 @@ use crate::Result;
 use std::any::Any;
 use std::sync::Arc;
 
+/// `LAZYXLA_CPU_DEVICES`: how many devices the CPU plugin's client makes
+/// (its `cpu_device_count` create option), and how many reference devices
+/// there are; `None` when unset.
+pub(crate) fn cpu_devices_env() -> Result<Option<usize>> {
+    match std::env::var_os("LAZYXLA_CPU_DEVICES").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => parse_cpu_devices(&v.to_string_lossy()).map(Some),
+    }
+}
+
+/// A device count as `LAZYXLA_CPU_DEVICES` gives it.
+fn parse_cpu_devices(v: &str) -> Result<usize> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err(crate::Error::Plugin(format!(
+            "LAZYXLA_CPU_DEVICES={v} is not a device count; use a whole number from 1 to 4096"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod cpu_devices_tests {
+    #[test]
+    fn a_device_count_is_a_positive_number() {
+        assert_eq!(super::parse_cpu_devices(" 8 ").unwrap(), 8);
+        for bad in ["0", "-2", "four", "5000", ""] {
+            let e = super::parse_cpu_devices(bad).unwrap_err().to_string();
+            assert!(e.contains("LAZYXLA_CPU_DEVICES"), "{e}");
+        }
+    }
+}
+
 /// A compiled program (downcast by its backend).
 pub(crate) type ExecutableRef = Arc<dyn Any + Send + Sync>;
 
@@ -136,5 +168,66 @@ pub(crate) trait Backend: Send + Sync {
     /// The concrete backend, for backend-specific debugging hooks.
     fn as_any(&self) -> Option<&dyn Any> {
         None
+    }
+
+    // ----- several devices (see `replicas` and DESIGN.md "Several devices") -----
+
+    /// How many replicas run each program: 1 for one device; `n` for a
+    /// replicated backend, whose buffers hold one buffer per replica
+    /// ([`Storage::Replicas`]) and whose programs run on its `n` devices
+    /// at once.
+    fn replicas(&self) -> usize {
+        1
+    }
+
+    /// Uploads one host array per replica (`hosts.len() == replicas()`),
+    /// each into a buffer of shape `bound`.
+    fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {
+        match hosts {
+            [h] => self.upload(h, bound),
+            _ => Err(crate::Error::internal(
+                "upload",
+                format!("{} arrays for one device", hosts.len()),
+            )),
+        }
+    }
+
+    /// One size per replica (`sizes.len() == replicas()`) as a size
+    /// buffer, which [`SizeArg::Device`] passes to programs (a replicated
+    /// backend's per-replica sizes, from `parallel::shard`).
+    fn upload_sizes(&self, sizes: &[i64]) -> Result<DeviceBuffer> {
+        Err(crate::Error::internal(
+            "upload",
+            format!("{} sizes for a device that is not replicated", sizes.len()),
+        ))
+    }
+
+    /// Every replica's real elements; replica `r`'s shape is `shapes[r]`.
+    fn download_replicas(
+        &self,
+        buffer: &DeviceBuffer,
+        shapes: &[Vec<usize>],
+    ) -> Result<Vec<HostArray>> {
+        match shapes {
+            [s] => Ok(vec![self.download(buffer, s)?]),
+            _ => Err(crate::Error::internal(
+                "download",
+                format!("{} shapes for one device", shapes.len()),
+            )),
+        }
+    }
+
+    /// Every replica's value of a size buffer.
+    fn read_sizes(&self, buffer: &DeviceBuffer) -> Result<Vec<i64>> {
+        Ok(vec![self.read_size(buffer)?])
+    }
+
+    /// A copy of `buffer` (held by `from`) made directly on this backend's
+    /// device or devices, with no transfer through the host, when both
+    /// can do that (devices of one PJRT client; reference devices);
+    /// `None` when the copy must go through the host.
+    fn copy_from(&self, from: &dyn Backend, buffer: &DeviceBuffer) -> Result<Option<DeviceBuffer>> {
+        let _ = (from, buffer);
+        Ok(None)
     }
 }

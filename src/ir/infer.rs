@@ -82,6 +82,19 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         }
     };
     match op {
+        Op::AllReduce { kind, replicas } => {
+            super::collective::all_reduce(name, *kind, *replicas, inputs)
+        }
+        Op::AllGather { dim, replicas } => {
+            super::collective::all_gather(name, *dim, *replicas, inputs)
+        }
+        Op::ReduceScatter { dim, replicas } => {
+            super::collective::reduce_scatter(name, *dim, *replicas, inputs)
+        }
+        Op::ReplicaId => {
+            arity(0)?;
+            Ok((DType::I64, Shape::new()))
+        }
         Op::Data { .. } => Err(Error::internal(
             name,
             "a data leaf's shape comes with its data; it is not inferred",

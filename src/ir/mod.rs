@@ -1,6 +1,7 @@
 //! The lazy IR: nodes, the closed op set, shape inference and the printer.
 
 pub(crate) mod check;
+pub(crate) mod collective;
 pub mod conv;
 pub mod dot;
 pub(crate) mod infer;

@@ -361,6 +361,38 @@ pub enum Op {
     /// (I64, the shape of `unique(x)`).
     UniqueCounts,
 
+    // ----- collectives: across the replicas that run the program -----
+    /// One static operand, combined elementwise by `kind` (sum, max or
+    /// min, never `Prod`) across the `replicas` replicas that run the
+    /// program; every replica gets the result. With one replica, the
+    /// operand. See DESIGN.md "Several devices".
+    AllReduce {
+        /// The combination.
+        kind: ReduceKind,
+        /// How many replicas run the program.
+        replicas: usize,
+    },
+    /// One static operand: the replicas' operands concatenated along
+    /// `dim` in replica order (the dim grows `replicas` times); every
+    /// replica gets the result.
+    AllGather {
+        /// The dimension.
+        dim: usize,
+        /// How many replicas run the program.
+        replicas: usize,
+    },
+    /// One static operand whose `dim` divides by `replicas`: the sum over
+    /// the replicas, cut along `dim` into `replicas` equal blocks; replica
+    /// `r` gets block `r`.
+    ReduceScatter {
+        /// The dimension.
+        dim: usize,
+        /// How many replicas run the program.
+        replicas: usize,
+    },
+    /// No operands: the index of the replica running the program (an I64
+    /// scalar; 0 on one device).
+    ReplicaId,
     // ----- control flow -----
     /// A device loop (see `ir::loops`): operands the initial carries, the
     /// trip count of a `fori_loop` given as a tensor, then the captured
@@ -415,6 +447,10 @@ impl Op {
             | Op::MaskedSelect
             | Op::Unique
             | Op::UniqueCounts
+            | Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::ReplicaId
             | Op::LoopResult { .. } => &[],
         }
     }
@@ -458,6 +494,10 @@ impl Op {
             | Op::MaskedSelect
             | Op::Unique
             | Op::UniqueCounts
+            | Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::ReplicaId
             | Op::LoopResult { .. } => &mut [],
         }
     }
@@ -503,6 +543,10 @@ impl Op {
             | Op::MaskedSelect
             | Op::Unique
             | Op::UniqueCounts
+            | Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::ReplicaId
             | Op::LoopResult { .. } => &[],
         }
     }
@@ -601,6 +645,15 @@ impl Op {
             Op::MaskedSelect => "masked_select",
             Op::Unique => "unique",
             Op::UniqueCounts => "unique_counts",
+            Op::AllReduce { kind, .. } => match kind {
+                ReduceKind::Sum => "all_reduce_sum",
+                ReduceKind::Max => "all_reduce_max",
+                ReduceKind::Min => "all_reduce_min",
+                ReduceKind::Prod => "all_reduce_prod",
+            },
+            Op::AllGather { .. } => "all_gather",
+            Op::ReduceScatter { .. } => "reduce_scatter",
+            Op::ReplicaId => "replica_id",
             Op::While(l) => l.name(),
             Op::LoopResult { .. } => "loop_result",
         }

@@ -118,6 +118,11 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::MaskedScatter | Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => {
             String::new()
         }
+        Op::AllReduce { replicas, .. } => format!("replicas={replicas}"),
+        Op::AllGather { dim, replicas } | Op::ReduceScatter { dim, replicas } => {
+            format!("dim={dim} replicas={replicas}")
+        }
+        Op::ReplicaId => String::new(),
         // A loop prints as a block (`Printer::loop_block`).
         Op::While(_) => String::new(),
         Op::LoopResult { index } => index.to_string(),

@@ -12,6 +12,10 @@ use parking_lot::Mutex;
 pub(crate) struct SizeCell {
     device: Option<(DeviceBuffer, Device)>,
     host: Mutex<Option<i64>>,
+    /// True on a replicated device, where each replica may hold its own
+    /// value: programs then always take the device buffer, never the
+    /// host copy (the first replica's value, once read).
+    per_replica: bool,
 }
 
 impl std::fmt::Debug for SizeCell {
@@ -26,12 +30,14 @@ impl SizeCell {
         SizeCell {
             device: None,
             host: Mutex::new(Some(v)),
+            per_replica: false,
         }
     }
 
     /// A size held by a device buffer.
     pub fn on_device(buffer: DeviceBuffer, device: Device) -> SizeCell {
         SizeCell {
+            per_replica: device.replica_count() > 1,
             device: Some((buffer, device)),
             host: Mutex::new(None),
         }
@@ -40,6 +46,9 @@ impl SizeCell {
     /// How the size is passed to a program: its host value if known, else
     /// its device buffer.
     pub fn as_arg(&self) -> SizeArg<'_> {
+        if let (true, Some(b)) = (self.per_replica, self.device_buffer()) {
+            return SizeArg::Device(b);
+        }
         match (self.known(), self.device_buffer()) {
             (Some(v), _) => SizeArg::Host(v),
             (None, Some(b)) => SizeArg::Device(b),

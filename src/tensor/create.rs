@@ -277,14 +277,67 @@ impl Tensor {
         })
     }
 
-    /// A copy of this tensor's value on another device (runs what it needs,
-    /// then copies through the host).
+    /// A copy of this tensor's value on another device (runs what it needs
+    /// first). Between devices of one PJRT client (or reference devices)
+    /// a computed static value is copied device to device
+    /// (`TransferBetweenDevices`, no host transfer); otherwise it goes
+    /// through the host. To a [`Device::replicated`] one, every replica
+    /// gets the value; from one, the first replica's value is copied.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let devices = lazyxla::Device::reference().scoped(lazyxla::devices);
+    /// let a = Tensor::from_vec_on(vec![1.0f32, 2.0], &[2], &devices[0]).unwrap();
+    /// let b = (&a * 2.0).to_device(&devices[1]).unwrap();
+    /// assert_eq!(b.device(), &devices[1]);
+    /// assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    /// ```
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device().same(device) {
             return Ok(self.clone());
         }
+        if let Some(t) = self.copy_between_devices(device)? {
+            return Ok(t);
+        }
         let host = self.to_host()?;
         Tensor::from_host(host, device)
+    }
+
+    /// [`Tensor::to_device`] device to device, when the backends can and
+    /// the value is computed and static (`None` otherwise).
+    fn copy_between_devices(&self, device: &Device) -> Result<Option<Tensor>> {
+        if self.is_dynamic() {
+            return Ok(None);
+        }
+        if self.is_pending() {
+            super::sync::sync_tensors(std::slice::from_ref(self))?;
+        }
+        // The step that computed it must have passed its size checks.
+        super::sync::verify()?;
+        let node = self.node();
+        let Some(data) = crate::runtime::device_data::of(&node) else {
+            return Ok(None);
+        };
+        if data.host_copy().is_some() {
+            // Never uploaded: the host copy serves the new device.
+            return Ok(None);
+        }
+        let buffer = data.buffer()?;
+        let Some(copy) = device
+            .backend()
+            .copy_from(self.device().backend(), buffer)?
+        else {
+            return Ok(None);
+        };
+        crate::metrics::inc(crate::metrics::Counter::TransferBetweenDevices);
+        let sizes = smallvec::smallvec![None; node.shape.len()];
+        let data = DeviceData::on_device(device.clone(), copy, sizes);
+        Ok(Some(Tensor::data(
+            device,
+            self.dtype(),
+            node.shape.clone(),
+            data,
+        )))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod collective;
 mod control_flow;
 mod conv;
 mod create;
@@ -28,6 +29,7 @@ pub(crate) mod sync;
 mod upsample;
 mod window;
 
+pub use collective::ReduceOp;
 pub(crate) use control_flow::loop_node;
 pub use control_flow::{fori_loop, while_loop, TripCount};
 pub(crate) use create::SplitMix64;

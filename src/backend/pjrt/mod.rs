@@ -12,6 +12,9 @@ mod at_exit;
 pub(crate) mod discover;
 mod lower;
 pub(crate) mod recording;
+mod replicas;
+
+pub(crate) use replicas::PjrtReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
@@ -19,7 +22,8 @@ use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::metrics;
 use crate::{Error, Result};
-use ffi::{Buffer, Client, ElementType, Event, Executable, PjrtError, Plugin};
+use ffi::{Buffer, Client, CompileOptions, ElementType, Event, Executable, OptionValue};
+use ffi::{PjrtError, Plugin};
 use smallvec::SmallVec;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,7 +40,8 @@ pub(crate) struct PjrtExecutable {
     ran_once: AtomicBool,
 }
 
-/// The PJRT backend: one client of one plugin.
+/// The PJRT backend: one device of a client of one plugin (the client is
+/// shared by the backends of all its devices).
 ///
 /// Executions are asynchronous: `execute` starts the program and returns,
 /// so the host records and traces the next step while the device runs this
@@ -48,6 +53,8 @@ pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
     in_flight: at_exit::InFlight,
     client: Client,
+    /// The device's ordinal among the client's addressable devices.
+    device: usize,
     name: String,
 }
 
@@ -106,23 +113,140 @@ fn dtype_of(e: ElementType) -> Option<DType> {
 }
 
 impl PjrtBackend {
-    /// Loads the plugin at `path` and creates a client.
-    pub(crate) fn open(path: &Path) -> Result<PjrtBackend> {
+    /// Loads the plugin at `path`, creates a client, and returns one
+    /// backend per device it exposes (ordinal order): every addressable
+    /// device, less a CPU client's spare (see `open_client`). With
+    /// `LAZYXLA_CPU_DEVICES=n` a CPU client exposes `n` devices
+    /// (`cpu_device_count`; a plugin of another platform, which rejects
+    /// the option, is created without it).
+    pub(crate) fn open_all(path: &Path) -> Result<Vec<PjrtBackend>> {
+        let (first, exposed) = PjrtBackend::open_client(path)?;
+        Ok(first.with_siblings(exposed))
+    }
+
+    /// [`PjrtBackend::open_all`] for process `node_id` of `num_nodes` of a
+    /// multi-host job whose processes share `store` (the create options
+    /// `node_id` and `num_nodes` and the key-value callbacks, which the
+    /// GPU plugin reads; every addressable device is exposed).
+    pub(crate) fn open_distributed(
+        path: &Path,
+        node_id: usize,
+        num_nodes: usize,
+        store: std::sync::Arc<dyn ffi::KeyValueStore>,
+    ) -> Result<Vec<PjrtBackend>> {
         let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
         let (major, minor) = plugin.api_version();
-        let client = Client::new(plugin).map_err(|e| {
+        let options = [
+            ("node_id", OptionValue::Int64(node_id as i64)),
+            ("num_nodes", OptionValue::Int64(num_nodes as i64)),
+        ];
+        let client = Client::with_store(plugin, &options, Some(store)).map_err(|e| {
+            Error::Plugin(format!(
+                "PJRT plugin {} (C API {major}.{minor}) failed to create the client of node {node_id} of {num_nodes}: {} (the CPU plugins do not run across processes)",
+                path.display(),
+                e.message
+            ))
+        })?;
+        let exposed = client.device_count();
+        let name = format!("pjrt:{}", client.platform_name().to_lowercase());
+        let first = PjrtBackend {
+            in_flight: at_exit::in_flight_slot(),
+            client,
+            device: 0,
+            name,
+        };
+        Ok(first.with_siblings(exposed))
+    }
+
+    /// This backend (device 0) and those of its client's devices `1..n`.
+    fn with_siblings(self, n: usize) -> Vec<PjrtBackend> {
+        let mut all: Vec<PjrtBackend> = (1..n).map(|k| self.sibling(k)).collect();
+        all.insert(0, self);
+        all
+    }
+
+    /// Loads the plugin at `path` and creates its client: the backend of
+    /// its first device, and how many of its devices lazyxla exposes.
+    ///
+    /// A CPU client gets one device more than it exposes. The CPU plugin
+    /// runs a program's replicas on a thread pool of one thread per
+    /// device (at least), and a launch on EVERY device can then wait for
+    /// good in its first collective, one replica short of a thread, until
+    /// the plugin aborts the process (measured with `xla-cpu-pjrt` 0.81 on
+    /// 2 cores: 4 replicas of a 3-layer MLP on a 4-device client hang;
+    /// on a 5-device client they run). The spare device is never used: it
+    /// only sizes the pool.
+    fn open_client(path: &Path) -> Result<(PjrtBackend, usize)> {
+        let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
+        let (major, minor) = plugin.api_version();
+        let failed = |e: PjrtError| {
             Error::Plugin(format!(
                 "PJRT plugin {} (C API {major}.{minor}) failed to create a client: {}",
                 path.display(),
                 e.message
             ))
-        })?;
+        };
+        let with_count = |n: usize| {
+            let option = [("cpu_device_count", OptionValue::Int64(n as i64 + 1))];
+            Client::with_options(plugin.clone(), &option)
+        };
+        let is_cpu = |c: &Client| c.platform_name().eq_ignore_ascii_case("cpu");
+        let (client, exposed) = match crate::backend::cpu_devices_env()? {
+            None => {
+                let plain = Client::new(plugin.clone()).map_err(failed)?;
+                let n = plain.device_count();
+                if is_cpu(&plain) {
+                    drop(plain);
+                    match with_count(n) {
+                        Ok(c) => (c, n),
+                        // A CPU plugin that refuses the count: as it is.
+                        Err(_) => (Client::new(plugin.clone()).map_err(failed)?, n),
+                    }
+                } else {
+                    (plain, n)
+                }
+            }
+            Some(n) => match with_count(n) {
+                Ok(c) => (c, n),
+                Err(e) => match Client::new(plugin.clone()) {
+                    // The variable is for CPU plugins; others go without.
+                    Ok(c) if !is_cpu(&c) => {
+                        let all = c.device_count();
+                        (c, all)
+                    }
+                    _ => {
+                        return Err(failed(PjrtError {
+                            message: format!("{} (with LAZYXLA_CPU_DEVICES={n})", e.message),
+                            code: e.code,
+                        }))
+                    }
+                },
+            },
+        };
+        let exposed = exposed.min(client.device_count());
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
-        Ok(PjrtBackend {
+        let first = PjrtBackend {
             in_flight: at_exit::in_flight_slot(),
             client,
+            device: 0,
             name,
-        })
+        };
+        Ok((first, exposed))
+    }
+
+    /// A backend of device `ordinal` of the same client, with its own
+    /// execution in flight (a replicated backend holds one per replica).
+    fn sibling(&self, ordinal: usize) -> PjrtBackend {
+        let platform = self.client.platform_name().to_lowercase();
+        PjrtBackend {
+            in_flight: at_exit::in_flight_slot(),
+            client: self.client.clone(),
+            device: ordinal,
+            name: match ordinal {
+                0 => format!("pjrt:{platform}"),
+                k => format!("pjrt:{platform}:{k}"),
+            },
+        }
     }
 
     /// Waits for the execution in flight; its error names the failed step.
@@ -164,7 +288,7 @@ impl PjrtBackend {
         })?;
         let b = self
             .client
-            .buffer_from_host(&v.to_ne_bytes(), ElementType::S32, &[], 0)
+            .buffer_from_host(&v.to_ne_bytes(), ElementType::S32, &[], self.device)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
         Ok(DeviceBuffer::new(Storage::Pjrt(b)))
     }
@@ -202,7 +326,16 @@ impl PjrtBackend {
     /// `LAZYXLA_DUMP` is unset).
     pub(crate) fn compile_text(&self, ir: &str, text: &str) -> Result<Executable> {
         let ok_dump = dump(ir, text, false);
-        self.client.compile(text).map_err(|e| {
+        let compiled = match self.device {
+            // Device 0 is where the client puts a one-device program.
+            0 => self.client.compile(text),
+            k => {
+                let id = self.client.device_ids()[k];
+                let options = CompileOptions::replicas(1).on_devices(&[id]);
+                self.client.compile_with(text, &options)
+            }
+        };
+        compiled.map_err(|e| {
             let path = ok_dump.or_else(|| dump(ir, text, true));
             let where_ = match path {
                 Some(p) => format!(" (program dumped to {})", p.display()),
@@ -393,9 +526,27 @@ impl Backend for PjrtBackend {
         let dims: Vec<i64> = bound.iter().map(|&d| d as i64).collect();
         let b = self
             .client
-            .buffer_from_host(data, element_type(host.dtype()), &dims, 0)
+            .buffer_from_host(data, element_type(host.dtype()), &dims, self.device)
             .map_err(|e| backend_err(&self.name, "upload", e))?;
         Ok(DeviceBuffer::new(Storage::Pjrt(b)))
+    }
+
+    fn copy_from(&self, from: &dyn Backend, buffer: &DeviceBuffer) -> Result<Option<DeviceBuffer>> {
+        let source = match buffer.storage() {
+            // A replicated value's first replica (what reading it gives).
+            Storage::Replicas(_) => buffer.replica(0)?,
+            _ => buffer,
+        };
+        let (Storage::Pjrt(b), true) =
+            (source.storage(), replicas::same_client(from, &self.client))
+        else {
+            return Ok(None);
+        };
+        let copy = self
+            .client
+            .copy_to_device(b, self.device)
+            .map_err(|e| backend_err(&self.name, "copy between devices", e))?;
+        Ok(Some(DeviceBuffer::new(Storage::Pjrt(copy))))
     }
 
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {

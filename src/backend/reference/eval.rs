@@ -364,6 +364,16 @@ pub(super) fn run(
                     (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
                     _ => return Err(err("unique_counts", "unsupported dtypes")),
                 }),
+                Op::AllReduce { kind, replicas } => {
+                    super::collective::all_reduce(*kind, ins[0], *replicas)?
+                }
+                Op::AllGather { dim, replicas } => {
+                    super::collective::all_gather(ins[0], *dim, *replicas)?
+                }
+                Op::ReduceScatter { dim, replicas } => {
+                    super::collective::reduce_scatter(ins[0], *dim, *replicas)?
+                }
+                Op::ReplicaId => super::collective::replica_id(),
                 Op::While(l) => {
                     let outer = l
                         .outer_sizes
@@ -507,7 +517,7 @@ fn index_array(a: &HostArray) -> Result<ArrayD<i64>> {
     }
 }
 
-fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
+pub(super) fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
     macro_rules! cat {
         ($v:ident) => {{
             let views = ins
@@ -664,7 +674,7 @@ fn num_binary<T: Num>(b: BinaryOp, x: &ArrayD<T>, y: &ArrayD<T>) -> Result<Array
     })
 }
 
-fn binary(b: BinaryOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
+pub(super) fn binary(b: BinaryOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
     Ok(match (x, y) {
         (HostArray::Bool(p), HostArray::Bool(q)) => HostArray::Bool(match b {
             BinaryOp::And => kernels::zip(p, q, |a, b| a && b),

@@ -5,11 +5,15 @@
 //! here; sizes are still returned as "device" values so the runtime treats
 //! both backends alike (materialising a size counts the same).
 
+mod collective;
 mod conv;
 mod eval;
 mod kernels;
 mod loops;
+mod replicas;
 mod window;
+
+pub(crate) use replicas::ReferenceReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::host::HostArray;
@@ -17,9 +21,104 @@ use crate::ir::program::{Program, VarSource};
 use crate::{Error, Result};
 use std::sync::Arc;
 
-/// The embedded interpreter.
+/// The embedded interpreter. Several instances stand for several devices
+/// (`reference`, `reference:1`, ..): they share the host's memory, and
+/// each is a device of its own for tensors and compiled programs.
 #[derive(Default)]
-pub(crate) struct ReferenceBackend;
+pub(crate) struct ReferenceBackend {
+    index: usize,
+}
+
+impl ReferenceBackend {
+    /// Reference device `index` (0 is `Device::reference()`).
+    pub(crate) fn device(index: usize) -> ReferenceBackend {
+        ReferenceBackend { index }
+    }
+}
+
+/// Each parameter's array and the sizes of its dynamic dimensions.
+type Params = Vec<(HostArray, Vec<i64>)>;
+
+/// The parameters of one execution as arrays of their real shapes and
+/// their dynamic sizes, and the size arguments, with `pick` choosing each
+/// buffer's part (a replica's, for a replicated execution).
+fn exec_inputs<'a>(
+    args: &ExecArgs<'a>,
+    pick: impl Fn(&'a DeviceBuffer) -> Result<&'a DeviceBuffer>,
+) -> Result<(Params, Vec<i64>)> {
+    let size = |s: &SizeArg<'a>| -> Result<i64> {
+        match s {
+            SizeArg::Host(v) => Ok(*v),
+            SizeArg::Device(b) => read_size(&SizeArg::Device(pick(b)?)),
+        }
+    };
+    let params = args
+        .params
+        .iter()
+        .map(|(b, sizes)| {
+            let a = array(pick(b)?, "execute")?;
+            let s = sizes.iter().map(size).collect::<Result<Vec<_>>>()?;
+            Ok((a.clone(), s))
+        })
+        .collect::<Result<_>>()?;
+    let vars = args.vars.iter().map(size).collect::<Result<Vec<_>>>()?;
+    Ok((params, vars))
+}
+
+/// The outputs of an execution of `program` that computed `values` (see
+/// `ExecOutputs` for their order).
+fn exec_outputs(
+    program: &Program,
+    values: &[HostArray],
+    var_args: &[i64],
+) -> Result<Vec<Option<DeviceBuffer>>> {
+    let mut out = Vec::with_capacity(program.outputs.len() + program.size_outputs.len());
+    for &o in &program.outputs {
+        let a = values
+            .get(o)
+            .ok_or_else(|| err("execute", "missing output"))?;
+        out.push(Some(DeviceBuffer::new(Storage::Reference(Box::new(
+            a.clone(),
+        )))));
+        for (d, e) in program.nodes[o].shape.iter().enumerate() {
+            if e.as_const().is_none() {
+                out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(
+                    a.shape()[d] as i64,
+                ))));
+            }
+        }
+    }
+    for &k in &program.size_outputs {
+        let v = match &program.vars[k].source {
+            VarSource::Dim { node, dim } => values[*node].shape()[*dim] as i64,
+            VarSource::Arg(a) => var_args[*a],
+        };
+        out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(v))));
+    }
+    if program.nodes.iter().any(|n| !n.op.checks().is_empty()) {
+        // A failed check stopped the evaluation with its error.
+        out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(-1))));
+    }
+    Ok(out)
+}
+
+/// A copy of a reference buffer (or of a replicated one's first replica).
+fn copy_buffer(b: &DeviceBuffer) -> Result<DeviceBuffer> {
+    Ok(match b.storage() {
+        Storage::Reference(a) => DeviceBuffer::new(Storage::Reference(a.clone())),
+        Storage::ReferenceSize(v) => DeviceBuffer::new(Storage::ReferenceSize(*v)),
+        Storage::Replicas(_) => copy_buffer(b.replica(0)?)?,
+        Storage::Pjrt(_) => return Err(err("copy", "a buffer from another backend")),
+    })
+}
+
+/// True when `b` is a reference backend (one device or replicated).
+fn is_reference(b: &dyn Backend) -> bool {
+    b.as_any().is_some_and(|a| {
+        a.downcast_ref::<ReferenceBackend>().is_some()
+            || a.downcast_ref::<ReferenceReplicas>().is_some()
+    })
+}
 
 pub(crate) fn err(op: &'static str, message: impl Into<String>) -> Error {
     Error::Backend {
@@ -48,7 +147,21 @@ fn array<'a>(b: &'a DeviceBuffer, op: &'static str) -> Result<&'a HostArray> {
 
 impl Backend for ReferenceBackend {
     fn name(&self) -> String {
-        "reference".into()
+        match self.index {
+            0 => "reference".into(),
+            k => format!("reference:{k}"),
+        }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn copy_from(&self, from: &dyn Backend, buffer: &DeviceBuffer) -> Result<Option<DeviceBuffer>> {
+        if !is_reference(from) {
+            return Ok(None);
+        }
+        copy_buffer(buffer).map(Some)
     }
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
@@ -65,48 +178,9 @@ impl Backend for ReferenceBackend {
         let program = exe
             .downcast_ref::<Program>()
             .ok_or_else(|| err("execute", "an executable from another backend"))?;
-        let params: Vec<(HostArray, Vec<i64>)> = args
-            .params
-            .iter()
-            .map(|(b, sizes)| {
-                let a = array(b, "execute")?;
-                let s = sizes.iter().map(read_size).collect::<Result<Vec<_>>>()?;
-                Ok((a.clone(), s))
-            })
-            .collect::<Result<_>>()?;
-        let var_args = args
-            .vars
-            .iter()
-            .map(read_size)
-            .collect::<Result<Vec<_>>>()?;
+        let (params, var_args) = exec_inputs(args, Ok)?;
         let values = eval::run(program, params, &var_args)?;
-        let mut out = Vec::with_capacity(program.outputs.len() + program.size_outputs.len());
-        for &o in &program.outputs {
-            let a = values
-                .get(o)
-                .ok_or_else(|| err("execute", "missing output"))?;
-            out.push(Some(DeviceBuffer::new(Storage::Reference(Box::new(
-                a.clone(),
-            )))));
-            for (d, e) in program.nodes[o].shape.iter().enumerate() {
-                if e.as_const().is_none() {
-                    out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(
-                        a.shape()[d] as i64,
-                    ))));
-                }
-            }
-        }
-        for &k in &program.size_outputs {
-            let v = match &program.vars[k].source {
-                VarSource::Dim { node, dim } => values[*node].shape()[*dim] as i64,
-                VarSource::Arg(a) => var_args[*a],
-            };
-            out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(v))));
-        }
-        if program.nodes.iter().any(|n| !n.op.checks().is_empty()) {
-            // A failed check stopped the evaluation above with its error.
-            out.push(Some(DeviceBuffer::new(Storage::ReferenceSize(-1))));
-        }
+        let out = exec_outputs(program, &values, &var_args)?;
         Ok(ExecOutputs::new(out))
     }
 

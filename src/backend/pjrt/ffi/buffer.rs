@@ -1,6 +1,6 @@
 //! Device buffers: creation from host data, shape queries, copy to host.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use super::{dense_byte_size, new_args, plugin_slice, sys, ClientInner, ElementType, PjrtError};
 
@@ -15,6 +15,10 @@ pub struct Buffer {
     /// Shared by every result of one executable's static output (see
     /// `Executable::execute_async`), so handing out a result costs no query.
     pub(super) shape: Arc<BufferShape>,
+    /// The ordinal of the device holding it, among its client's
+    /// addressable devices: set where it is known at creation, else asked
+    /// once (see [`Buffer::device_ordinal`]).
+    pub(super) device: OnceLock<usize>,
 }
 
 /// A buffer's element type and shape, as the plugin reports them.
@@ -76,6 +80,7 @@ impl Buffer {
             client: client.clone(),
             raw,
             shape: UNREAD.clone(),
+            device: OnceLock::new(),
         }
     }
 
@@ -151,6 +156,30 @@ impl Buffer {
     /// Indices of the bounded dynamic dimensions (empty for a static shape).
     pub fn dynamic_dims(&self) -> &[usize] {
         &self.shape.dynamic_dims
+    }
+
+    /// The ordinal of the device holding the buffer, among its client's
+    /// addressable devices (`PJRT_Buffer_Device`, asked once).
+    pub fn device_ordinal(&self) -> Result<usize, PjrtError> {
+        if let Some(&d) = self.device.get() {
+            return Ok(d);
+        }
+        let plugin = &self.client.plugin;
+        let get = api_fn!(plugin, PJRT_Buffer_Device)?;
+        let mut args = new_args::<sys::BufferDeviceArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args for a live buffer; the device is owned by
+        // the client.
+        plugin.check(unsafe { get(&mut args) }, "PJRT_Buffer_Device")?;
+        let d = self
+            .client
+            .devices
+            .iter()
+            .position(|&x| x == args.device)
+            .ok_or_else(|| {
+                PjrtError::local("the buffer is on a device its client does not address")
+            })?;
+        Ok(*self.device.get_or_init(|| d))
     }
 
     /// Whether this buffer was created by (a handle of) `client`.
@@ -358,10 +387,47 @@ pub(super) fn from_host(
         "PJRT_Client_BufferFromHostBuffer",
     )?;
     let mut buffer = Buffer::adopt(client, args.buffer);
+    let _ = buffer.device.set(device);
     plugin.await_event(
         args.done_with_host_buffer,
         "PJRT_Client_BufferFromHostBuffer",
     )?;
     buffer.read_shape()?;
     Ok(buffer)
+}
+
+/// See [`super::Client::copy_to_device`].
+pub(super) fn copy_to_device(
+    client: &Arc<ClientInner>,
+    buffer: &Buffer,
+    device: usize,
+) -> Result<Buffer, PjrtError> {
+    if !buffer.same_client(client) {
+        return Err(PjrtError::local(
+            "copy_to_device: the buffer belongs to a different PJRT client",
+        ));
+    }
+    let device_ptr = *client.devices.get(device).ok_or_else(|| {
+        PjrtError::local(format!(
+            "device {device} out of range: the client has {} addressable devices",
+            client.devices.len()
+        ))
+    })?;
+    let plugin = &client.plugin;
+    let copy = api_fn!(plugin, PJRT_Buffer_CopyToDevice)?;
+    let mut args = new_args::<sys::BufferCopyToDeviceArgs>();
+    args.buffer = buffer.raw;
+    args.dst_device = device_ptr;
+    // SAFETY: valid args for a live buffer and a device of its client; the
+    // copy is a new buffer owned by us.
+    plugin.check(unsafe { copy(&mut args) }, "PJRT_Buffer_CopyToDevice")?;
+    let mut out = Buffer::adopt(client, args.dst_buffer);
+    let _ = out.device.set(device);
+    if buffer.shape.dynamic_dims.is_empty() {
+        // Type and shape are the source's (static, known without waiting).
+        out.shape = buffer.shape.clone();
+    } else {
+        out.read_shape()?;
+    }
+    Ok(out)
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{buffer, executable, new_args, plugin_slice, sys, Buffer, ElementType, Executable};
-use super::{PjrtError, Plugin};
+use super::{CompileOptions, PjrtError, Plugin};
 
 /// The serialized `xla.CompileOptionsProto` passed to every compile,
 /// hand-encoded (protobuf wire format) to avoid a protobuf dependency:
@@ -25,7 +25,7 @@ use super::{PjrtError, Plugin};
 /// -1 (client picks the device) and the process count restate the C++
 /// defaults. Everything else (no argument layouts, untupled parameters, no
 /// device assignment) is fine as proto zero values.
-const COMPILE_OPTIONS: &[u8] = &[
+pub(super) const COMPILE_OPTIONS: &[u8] = &[
     0x1a, 0x12, //
     0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, //
     0x20, 0x01, //
@@ -40,7 +40,17 @@ pub(super) struct ClientInner {
     pub(super) raw: *mut sys::Client,
     /// Addressable devices; owned by the client and valid as long as it is.
     pub(super) devices: Vec<*mut sys::Device>,
+    /// The global id of each addressable device (what a device assignment
+    /// names), in the same order.
+    pub(super) device_ids: Vec<i64>,
     platform_name: String,
+    /// Held while a program is launched on several devices (see
+    /// `replicas`): launches interleaved across devices could deadlock
+    /// their collectives.
+    pub(super) launch: std::sync::Mutex<()>,
+    /// The key-value store the plugin's callbacks reach, if one was
+    /// given; dropped after the client (`Drop` runs before the fields).
+    _kv: Option<Box<super::kv::Callbacks>>,
 }
 
 // SAFETY: a PJRT client and the devices it owns may be used from any thread
@@ -59,6 +69,29 @@ impl Drop for ClientInner {
             let err = unsafe { destroy(&mut args) };
             let _ = self.plugin.check(err, "PJRT_Client_Destroy");
         }
+    }
+}
+
+/// The value of a client create option (`PJRT_NamedValue`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum OptionValue {
+    /// `PJRT_NamedValue_kInt64`.
+    Int64(i64),
+    /// `PJRT_NamedValue_kBool`.
+    Bool(bool),
+}
+
+impl Client {
+    /// Creates a client with create options and, when given, a key-value
+    /// store its plugin may call (`kv_get_callback`, `kv_try_get_callback`,
+    /// `kv_put_callback`; the GPU plugin does, with `node_id` and
+    /// `num_nodes`, to span several hosts; the CPU plugins never do).
+    pub fn with_store(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+        store: Option<Arc<dyn super::KeyValueStore>>,
+    ) -> Result<Client, PjrtError> {
+        Client::create(plugin, options, store.map(super::kv::Callbacks::new))
     }
 }
 
@@ -87,16 +120,75 @@ impl Client {
 
     /// Creates a client with no options (`PJRT_Client_Create`).
     pub fn new(plugin: Arc<Plugin>) -> Result<Client, PjrtError> {
+        Client::with_options(plugin, &[])
+    }
+
+    /// Creates a client with create options (`PJRT_NamedValue`s), e.g.
+    /// `("cpu_device_count", OptionValue::Int64(8))` for the CPU plugins.
+    /// Plugins differ in what they accept: the 0.115 CPU plugin rejects
+    /// names it does not know, the 0.81 one ignores them.
+    pub fn with_options(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+    ) -> Result<Client, PjrtError> {
+        Client::create(plugin, options, None)
+    }
+
+    fn create(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+        kv: Option<Box<super::kv::Callbacks>>,
+    ) -> Result<Client, PjrtError> {
         let create = api_fn!(plugin, PJRT_Client_Create)?;
+        let named: Vec<sys::NamedValue> = options
+            .iter()
+            .map(|(name, value)| {
+                let mut v = new_args::<sys::NamedValue>();
+                v.name = name.as_ptr().cast();
+                v.name_size = name.len();
+                v.value_size = 1;
+                match value {
+                    OptionValue::Int64(i) => {
+                        v.type_ = sys::NAMED_VALUE_INT64;
+                        v.value = sys::NamedValueValue { int64_value: *i };
+                    }
+                    OptionValue::Bool(b) => {
+                        v.type_ = sys::NAMED_VALUE_BOOL;
+                        v.value = sys::NamedValueValue { bool_value: *b };
+                    }
+                }
+                v
+            })
+            .collect();
         let mut args = new_args::<sys::ClientCreateArgs>();
-        // SAFETY: valid args; no options or key-value callbacks are passed.
+        if !named.is_empty() {
+            args.create_options = named.as_ptr();
+            args.num_options = named.len();
+        }
+        if let Some(cb) = &kv {
+            let user = (&**cb as *const super::kv::Callbacks).cast_mut().cast();
+            let (get, try_get, put) = super::kv::Callbacks::entries();
+            args.kv_get_callback = get;
+            args.kv_get_user_arg = user;
+            args.kv_try_get_callback = try_get;
+            args.kv_try_get_user_arg = user;
+            args.kv_put_callback = put;
+            args.kv_put_user_arg = user;
+        }
+        // SAFETY: valid args; the options (and the names they point to)
+        // outlive the call, which copies what it keeps; the key-value
+        // callbacks' state is owned by the client made here (`kv`), so it
+        // lives as long as the plugin may call them.
         plugin.check(unsafe { create(&mut args) }, "PJRT_Client_Create")?;
         // From here on `inner` owns the client, so early returns destroy it.
         let mut inner = ClientInner {
             plugin,
             raw: args.client,
             devices: Vec::new(),
+            device_ids: Vec::new(),
             platform_name: String::new(),
+            launch: std::sync::Mutex::new(()),
+            _kv: kv,
         };
         let plugin = &inner.plugin;
 
@@ -123,11 +215,21 @@ impl Client {
             unsafe { plugin_slice(args.addressable_devices, args.num_addressable_devices) }
                 .to_vec();
 
+        inner.device_ids = devices
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| device_id(plugin, d).unwrap_or(i as i64))
+            .collect();
         inner.platform_name = platform_name;
         inner.devices = devices;
         Ok(Client {
             inner: Arc::new(inner),
         })
+    }
+
+    /// True when `other` is a handle of this same client.
+    pub fn same(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The plugin this client was created from.
@@ -145,6 +247,24 @@ impl Client {
         self.inner.devices.len()
     }
 
+    /// The global id of each addressable device, in the order of their
+    /// ordinals (the `device` argument of [`Client::buffer_from_host`]).
+    pub fn device_ids(&self) -> &[i64] {
+        &self.inner.device_ids
+    }
+
+    /// Compiles MLIR text (see [`Client::compile`]) with `options`, which
+    /// are checked against the client's devices first: an assignment that
+    /// names a device twice would abort the process inside the plugin.
+    pub fn compile_with(
+        &self,
+        mlir_text: &str,
+        options: &CompileOptions,
+    ) -> Result<Executable, PjrtError> {
+        options.validate(&self.inner.device_ids)?;
+        executable::compile(&self.inner, mlir_text, &options.encode())
+    }
+
     /// Compiles a StableHLO/MHLO module given as MLIR text (program format
     /// `"mlir"`) for one replica and one partition on the client's default
     /// device (the first addressable one, where `execute` expects its
@@ -152,6 +272,13 @@ impl Client {
     /// diagnostic.
     pub fn compile(&self, mlir_text: &str) -> Result<Executable, PjrtError> {
         executable::compile(&self.inner, mlir_text, COMPILE_OPTIONS)
+    }
+
+    /// Copies `buffer` to the addressable device with ordinal `device` of
+    /// this client, device to device (`PJRT_Buffer_CopyToDevice`). The copy
+    /// can be used at once: PJRT orders its uses after the transfer.
+    pub fn copy_to_device(&self, buffer: &Buffer, device: usize) -> Result<Buffer, PjrtError> {
+        buffer::copy_to_device(&self.inner, buffer, device)
     }
 
     /// Copies a dense, row-major host array to addressable device `device`.
@@ -167,4 +294,21 @@ impl Client {
     ) -> Result<Buffer, PjrtError> {
         buffer::from_host(&self.inner, data, ty, dims, device)
     }
+}
+
+/// The global id of `device` (`PJRT_DeviceDescription_Id`), when the
+/// plugin provides the entries.
+fn device_id(plugin: &Plugin, device: *mut sys::Device) -> Result<i64, PjrtError> {
+    let describe = api_fn!(plugin, PJRT_Device_GetDescription)?;
+    let mut args = new_args::<sys::DeviceGetDescriptionArgs>();
+    args.device = device;
+    // SAFETY: valid args for a device owned by a live client; the
+    // description is owned by the device.
+    plugin.check(unsafe { describe(&mut args) }, "PJRT_Device_GetDescription")?;
+    let id = api_fn!(plugin, PJRT_DeviceDescription_Id)?;
+    let mut id_args = new_args::<sys::DeviceDescriptionIdArgs>();
+    id_args.device_description = args.device_description;
+    // SAFETY: valid args for the description just returned.
+    plugin.check(unsafe { id(&mut id_args) }, "PJRT_DeviceDescription_Id")?;
+    Ok(id_args.id as i64)
 }

@@ -10,14 +10,18 @@ use super::{new_args, sys, Buffer, ClientInner, Event, PjrtError, Plugin};
 /// A program compiled and loaded onto one device of its client, owned by this
 /// value (`PJRT_LoadedExecutable_Destroy` on drop).
 pub struct Executable {
-    client: Arc<ClientInner>,
-    raw: *mut sys::LoadedExecutable,
-    num_outputs: usize,
+    pub(super) client: Arc<ClientInner>,
+    pub(super) raw: *mut sys::LoadedExecutable,
+    pub(super) num_outputs: usize,
     /// Per result, its shape if static, read from the first execution's
-    /// results: a static result type has the same shape on every run.
-    output_shapes: OnceLock<Vec<Option<Arc<BufferShape>>>>,
+    /// results: a static result type has the same shape on every run
+    /// (and on every replica).
+    pub(super) output_shapes: OnceLock<Vec<Option<Arc<BufferShape>>>>,
     /// `0..n` for `n` arguments: the indices that must not be donated.
-    non_donatable: OnceLock<Vec<i64>>,
+    pub(super) non_donatable: OnceLock<Vec<i64>>,
+    /// The client ordinal of the device of each launch slot, asked once
+    /// (see `replicas`).
+    pub(super) launch_devices: OnceLock<Vec<usize>>,
 }
 
 // SAFETY: PJRT loaded executables may be executed concurrently from any
@@ -105,6 +109,7 @@ pub(super) fn compile(
         num_outputs: 0,
         output_shapes: OnceLock::new(),
         non_donatable: OnceLock::new(),
+        launch_devices: OnceLock::new(),
     };
     executable.num_outputs = executable.query_num_outputs()?;
     Ok(executable)

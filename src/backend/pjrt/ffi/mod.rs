@@ -37,15 +37,20 @@ macro_rules! api_fn {
 
 mod buffer;
 mod client;
+mod compile_options;
 mod event;
 mod executable;
+mod kv;
+mod replicas;
 mod sys;
 
 pub use buffer::Buffer;
-pub use client::Client;
 use client::ClientInner;
+pub use client::{Client, OptionValue};
+pub use compile_options::CompileOptions;
 pub use event::Event;
 pub use executable::Executable;
+pub use kv::{KeyValueStore, KvError};
 
 /// An error reported by a PJRT plugin, or by this layer before calling one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -71,8 +71,8 @@ opaque! {
     Buffer;
     /// `PJRT_Buffer_MemoryLayout`; only ever passed as null (default layout).
     BufferMemoryLayout;
-    /// `PJRT_NamedValue`; only ever passed as an empty list.
-    NamedValue;
+    /// `PJRT_DeviceDescription`.
+    DeviceDescription;
 }
 
 /// `PJRT_Buffer_Type` (a C enum, `int`-sized).
@@ -85,6 +85,37 @@ pub type HostBufferSemantics = c_int;
 /// `PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes`: the plugin may
 /// read the host data until `done_with_host_buffer` fires.
 pub const HOST_BUFFER_IMMUTABLE_UNTIL_TRANSFER_COMPLETES: HostBufferSemantics = 1;
+
+/// `PJRT_NamedValue_Type` (a C enum, `int`-sized).
+pub type NamedValueType = c_int;
+/// `PJRT_NamedValue_kInt64`.
+pub const NAMED_VALUE_INT64: NamedValueType = 1;
+/// `PJRT_NamedValue_kBool`.
+pub const NAMED_VALUE_BOOL: NamedValueType = 4;
+
+/// The value of a `PJRT_NamedValue` (an anonymous union in C).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union NamedValueValue {
+    pub string_value: *const c_char,
+    pub int64_value: i64,
+    pub int64_array_value: *const i64,
+    pub float_value: f32,
+    pub bool_value: bool,
+}
+
+/// `PJRT_NamedValue`: one create option.
+#[repr(C)]
+pub struct NamedValue {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub name: *const c_char,
+    pub name_size: usize,
+    pub type_: NamedValueType,
+    pub value: NamedValueValue,
+    /// 1 for a scalar; the element count of a list or string.
+    pub value_size: usize,
+}
 
 /// `PJRT_Api_Version`.
 #[repr(C)]
@@ -373,6 +404,58 @@ pub struct BufferUnsafePointerArgs {
     pub buffer_pointer: usize,
 }
 
+/// `PJRT_Buffer_CopyToDevice_Args`.
+#[repr(C)]
+pub struct BufferCopyToDeviceArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    pub dst_device: *mut Device,
+    /// Out: the copy, owned by the caller.
+    pub dst_buffer: *mut Buffer,
+}
+
+/// `PJRT_Buffer_Device_Args`.
+#[repr(C)]
+pub struct BufferDeviceArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    /// Out: owned by the client.
+    pub device: *mut Device,
+}
+
+/// `PJRT_Device_GetDescription_Args`.
+#[repr(C)]
+pub struct DeviceGetDescriptionArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub device: *mut Device,
+    /// Out: owned by the device.
+    pub device_description: *mut DeviceDescription,
+}
+
+/// `PJRT_DeviceDescription_Id_Args`.
+#[repr(C)]
+pub struct DeviceDescriptionIdArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub device_description: *mut DeviceDescription,
+    /// Out: the device's global id (what a device assignment names).
+    pub id: c_int,
+}
+
+/// `PJRT_LoadedExecutable_AddressableDevices_Args`.
+#[repr(C)]
+pub struct LoadedExecutableAddressableDevicesArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub executable: *mut LoadedExecutable,
+    /// Out: owned by the executable; launch slot `i` runs on entry `i`.
+    pub addressable_devices: *const *mut Device,
+    pub num_addressable_devices: usize,
+}
+
 /// Marks the structs that [`super::new_args`] may build.
 ///
 /// # Safety
@@ -388,6 +471,12 @@ macro_rules! args_structs {
 }
 
 args_structs!(
+    NamedValue,
+    BufferCopyToDeviceArgs,
+    BufferDeviceArgs,
+    DeviceGetDescriptionArgs,
+    DeviceDescriptionIdArgs,
+    LoadedExecutableAddressableDevicesArgs,
     BufferIsOnCpuArgs,
     BufferUnsafePointerArgs,
     ErrorDestroyArgs,
@@ -465,14 +554,14 @@ pub struct Api {
     pub PJRT_Client_DefaultDeviceAssignment: Option<Unused>,
     pub PJRT_Client_BufferFromHostBuffer: Option<Fallible<ClientBufferFromHostBufferArgs>>,
 
-    pub PJRT_DeviceDescription_Id: Option<Unused>,
+    pub PJRT_DeviceDescription_Id: Option<Fallible<DeviceDescriptionIdArgs>>,
     pub PJRT_DeviceDescription_ProcessIndex: Option<Unused>,
     pub PJRT_DeviceDescription_Attributes: Option<Unused>,
     pub PJRT_DeviceDescription_Kind: Option<Unused>,
     pub PJRT_DeviceDescription_DebugString: Option<Unused>,
     pub PJRT_DeviceDescription_ToString: Option<Unused>,
 
-    pub PJRT_Device_GetDescription: Option<Unused>,
+    pub PJRT_Device_GetDescription: Option<Fallible<DeviceGetDescriptionArgs>>,
     pub PJRT_Device_IsAddressable: Option<Unused>,
     pub PJRT_Device_LocalHardwareId: Option<Unused>,
     pub PJRT_Device_AddressableMemories: Option<Unused>,
@@ -498,7 +587,8 @@ pub struct Api {
 
     pub PJRT_LoadedExecutable_Destroy: Option<Fallible<LoadedExecutableDestroyArgs>>,
     pub PJRT_LoadedExecutable_GetExecutable: Option<Fallible<LoadedExecutableGetExecutableArgs>>,
-    pub PJRT_LoadedExecutable_AddressableDevices: Option<Unused>,
+    pub PJRT_LoadedExecutable_AddressableDevices:
+        Option<Fallible<LoadedExecutableAddressableDevicesArgs>>,
     pub PJRT_LoadedExecutable_Delete: Option<Unused>,
     pub PJRT_LoadedExecutable_IsDeleted: Option<Unused>,
     pub PJRT_LoadedExecutable_Execute: Option<Fallible<LoadedExecutableExecuteArgs>>,
@@ -512,11 +602,11 @@ pub struct Api {
     pub PJRT_Buffer_DynamicDimensionIndices: Option<Fallible<BufferDynamicDimensionIndicesArgs>>,
     pub PJRT_Buffer_GetMemoryLayout: Option<Unused>,
     pub PJRT_Buffer_OnDeviceSizeInBytes: Option<Unused>,
-    pub PJRT_Buffer_Device: Option<Unused>,
+    pub PJRT_Buffer_Device: Option<Fallible<BufferDeviceArgs>>,
     pub PJRT_Buffer_Memory: Option<Unused>,
     pub PJRT_Buffer_Delete: Option<Unused>,
     pub PJRT_Buffer_IsDeleted: Option<Unused>,
-    pub PJRT_Buffer_CopyToDevice: Option<Unused>,
+    pub PJRT_Buffer_CopyToDevice: Option<Fallible<BufferCopyToDeviceArgs>>,
     pub PJRT_Buffer_ToHostBuffer: Option<Fallible<BufferToHostBufferArgs>>,
     pub PJRT_Buffer_IsOnCpu: Option<Fallible<BufferIsOnCpuArgs>>,
     pub PJRT_Buffer_ReadyEvent: Option<Unused>,

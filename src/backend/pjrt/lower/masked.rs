@@ -182,7 +182,11 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         | Op::Unique
         | Op::UniqueCounts
         | Op::While(_)
-        | Op::LoopResult { .. } => false,
+        | Op::LoopResult { .. }
+        | Op::AllReduce { .. }
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::ReplicaId => false,
     }
 }
 

@@ -36,6 +36,7 @@
 //!
 //! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
+mod collective;
 mod conv;
 mod dynamic;
 mod emit;
@@ -56,6 +57,7 @@ use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
 use crate::{Error, Result};
+pub(crate) use collective::collective_replicas;
 use emit::{Builder, Elt, Ty, V};
 use std::collections::HashMap;
 
@@ -439,6 +441,12 @@ impl Ctx<'_> {
             },
             Op::Unique => self.unique(&ins[0], &ty),
             Op::UniqueCounts => self.unique_counts(&ins[0], &ins[1], &ty),
+            Op::AllReduce { kind, replicas } => self.all_reduce(*kind, &ins[0], *replicas, &ty),
+            Op::AllGather { dim, replicas } => self.all_gather(&ins[0], *dim, *replicas, &ty),
+            Op::ReduceScatter { dim, replicas } => {
+                self.reduce_scatter(&ins[0], *dim, *replicas, &ty)
+            }
+            Op::ReplicaId => self.replica_id(),
             Op::While(l) => self.while_loop(l, &ins)?,
             Op::LoopResult { index } => self.loop_result(node.inputs[0], &ins[0], *index, &ty)?,
         })

@@ -32,6 +32,47 @@ fn struct_sizes_match_header_0_114() {
     assert_eq!(size_of::<BufferDimensionsArgs>(), 40);
     assert_eq!(size_of::<BufferDynamicDimensionIndicesArgs>(), 40);
     assert_eq!(size_of::<BufferToHostBufferArgs>(), 56);
+    assert_eq!(size_of::<NamedValue>(), 56);
+    assert_eq!(size_of::<BufferCopyToDeviceArgs>(), 40);
+    assert_eq!(size_of::<BufferDeviceArgs>(), 32);
+    assert_eq!(size_of::<DeviceGetDescriptionArgs>(), 32);
+    assert_eq!(size_of::<DeviceDescriptionIdArgs>(), 32);
+    assert_eq!(size_of::<LoadedExecutableAddressableDevicesArgs>(), 40);
+}
+
+/// The offsets that the several-device calls depend on (the union of a
+/// named value follows its 4-byte type, padded to 8).
+#[test]
+fn several_device_offsets_match_header_0_114() {
+    assert_eq!(offset_of!(NamedValue, name), 16);
+    assert_eq!(offset_of!(NamedValue, name_size), 24);
+    assert_eq!(offset_of!(NamedValue, type_), 32);
+    assert_eq!(offset_of!(NamedValue, value), 40);
+    assert_eq!(offset_of!(NamedValue, value_size), 48);
+    assert_eq!(size_of::<NamedValueValue>(), 8);
+    assert_eq!(offset_of!(ClientCreateArgs, create_options), 16);
+    assert_eq!(offset_of!(ClientCreateArgs, num_options), 24);
+    assert_eq!(offset_of!(ClientCreateArgs, client), 64);
+    assert_eq!(offset_of!(BufferCopyToDeviceArgs, dst_device), 24);
+    assert_eq!(offset_of!(BufferCopyToDeviceArgs, dst_buffer), 32);
+    assert_eq!(offset_of!(DeviceDescriptionIdArgs, id), 24);
+    assert_eq!(
+        offset_of!(
+            LoadedExecutableAddressableDevicesArgs,
+            num_addressable_devices
+        ),
+        32
+    );
+    assert_eq!(offset_of!(LoadedExecutableExecuteArgs, num_devices), 40);
+    assert_eq!(offset_of!(LoadedExecutableExecuteArgs, num_args), 48);
+    assert_eq!(offset_of!(Api, PJRT_DeviceDescription_Id), 40 + 8 * 23);
+    assert_eq!(offset_of!(Api, PJRT_Device_GetDescription), 40 + 8 * 29);
+    assert_eq!(
+        offset_of!(Api, PJRT_LoadedExecutable_AddressableDevices),
+        40 + 8 * 52
+    );
+    assert_eq!(offset_of!(Api, PJRT_Buffer_CopyToDevice), 40 + 8 * 69);
+    assert_eq!(offset_of!(Api, PJRT_Buffer_Device), 40 + 8 * 65);
 }
 
 #[test]

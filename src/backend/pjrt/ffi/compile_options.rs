@@ -1,0 +1,276 @@
+//! The serialized `xla.CompileOptionsProto` a compile takes: how many
+//! replicas and partitions run the program and on which devices,
+//! hand-encoded in protobuf's wire format (no protobuf dependency).
+//!
+//! Only field 3, `executable_build_options` (`ExecutableBuildOptionsProto`),
+//! is written:
+//!
+//! ```text
+//! 1  device_ordinal          varint  -1 (the client picks)
+//! 4  num_replicas            varint  N in replica mode, else 1 (required)
+//! 5  num_partitions          varint  N in partition mode, else 1 (required)
+//! 6  use_spmd_partitioning   varint  1 in partition mode
+//! 9  device_assignment       bytes   xla.DeviceAssignmentProto, optional
+//! 23 process_count           varint  1
+//! ```
+//!
+//! `DeviceAssignmentProto`: `replica_count` (1), `computation_count` (2,
+//! the partitions), then per partition one `computation_devices` (3)
+//! holding the packed `replica_device_ids` (1): the device id of each
+//! replica. XLA copies proto fields verbatim, so an absent count means 0,
+//! and with empty options both CPU plugins abort the process on a CHECK:
+//! the counts are always written. XLA obeys these options, not the
+//! module's `mhlo.num_replicas` attribute.
+//!
+//! A device assignment that names a device twice aborts the process
+//! inside `PJRT_Client_Compile` (measured on both CPU plugins), so
+//! [`CompileOptions::validate`] checks every assignment against the
+//! client's devices first.
+
+use super::PjrtError;
+
+/// How a program is compiled: its replica and partition counts and,
+/// optionally, the device of each (replica, partition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileOptions {
+    replicas: usize,
+    partitions: usize,
+    spmd: bool,
+    /// Device ids, `assignment[partition][replica]`.
+    assignment: Option<Vec<Vec<i64>>>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions::replicas(1)
+    }
+}
+
+impl CompileOptions {
+    /// `n` replicas of one partition each (replica mode: every replica
+    /// runs the same per-device program; collectives name replicas),
+    /// placed by the client on its first `n` devices.
+    pub fn replicas(n: usize) -> CompileOptions {
+        CompileOptions {
+            replicas: n,
+            partitions: 1,
+            spmd: false,
+            assignment: None,
+        }
+    }
+
+    /// `n` partitions of one replica, SPMD partitioning on (partition
+    /// mode: arguments and results carry `mhlo.sharding` annotations).
+    pub fn partitions(n: usize) -> CompileOptions {
+        CompileOptions {
+            replicas: 1,
+            partitions: n,
+            spmd: true,
+            assignment: None,
+        }
+    }
+
+    /// Places replica `r` on the device with id `ids[r]` (replica mode);
+    /// in partition mode, partition `p` on `ids[p]`.
+    pub fn on_devices(mut self, ids: &[i64]) -> CompileOptions {
+        self.assignment = Some(if self.partitions == 1 {
+            vec![ids.to_vec()]
+        } else {
+            ids.iter().map(|&id| vec![id]).collect()
+        });
+        self
+    }
+
+    /// The number of replicas.
+    pub fn replica_count(&self) -> usize {
+        self.replicas
+    }
+
+    /// The number of partitions.
+    pub fn partition_count(&self) -> usize {
+        self.partitions
+    }
+
+    /// The number of devices the program runs on at once.
+    pub fn device_count(&self) -> usize {
+        self.replicas * self.partitions
+    }
+
+    /// The device ids in launch order (replica-major within partition
+    /// 0, then partition by partition), if an assignment was given.
+    pub fn assigned(&self) -> Option<Vec<i64>> {
+        let a = self.assignment.as_ref()?;
+        if self.partitions == 1 {
+            Some(a[0].clone())
+        } else {
+            Some(a.iter().map(|p| p[0]).collect())
+        }
+    }
+
+    /// Checks the options against a client whose addressable devices have
+    /// the ids `device_ids`: at least one replica and partition, no more
+    /// devices than the client has, and an assignment (when given) of the
+    /// right size naming distinct devices of the client. A compile with
+    /// options that fail this could abort the process.
+    pub fn validate(&self, device_ids: &[i64]) -> Result<(), PjrtError> {
+        let want = self.device_count();
+        let have = device_ids.len();
+        if self.replicas == 0 || self.partitions == 0 {
+            return Err(PjrtError::local(format!(
+                "a program needs at least one replica and one partition, not {} replicas and {} partitions",
+                self.replicas, self.partitions
+            )));
+        }
+        if want > have {
+            return Err(PjrtError::local(format!(
+                "{want} devices are needed ({} replicas x {} partitions) but the client has {have}; \
+                 ask for at most {have} (LAZYXLA_CPU_DEVICES sets the CPU plugin's count)",
+                self.replicas, self.partitions
+            )));
+        }
+        let Some(ids) = self.assigned() else {
+            return Ok(());
+        };
+        if ids.len() != want {
+            return Err(PjrtError::local(format!(
+                "the device assignment names {} devices for {want} ({} replicas x {} partitions); name one device per replica",
+                ids.len(),
+                self.replicas,
+                self.partitions
+            )));
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if !device_ids.contains(id) {
+                return Err(PjrtError::local(format!(
+                    "the device assignment names device {id}, which the client does not have (its {have} devices are {device_ids:?})"
+                )));
+            }
+            if ids[..i].contains(id) {
+                let distinct = {
+                    let mut d = ids.clone();
+                    d.sort_unstable();
+                    d.dedup();
+                    d.len()
+                };
+                return Err(PjrtError::local(format!(
+                    "the device assignment {ids:?} names device {id} twice: {want} replicas need {want} distinct devices, it names {distinct}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The serialized `CompileOptionsProto`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut build = Vec::new();
+        // device_ordinal = -1: int64 varints of negative numbers take 10 bytes.
+        varint_field(&mut build, 1, -1i64 as u64);
+        varint_field(&mut build, 4, self.replicas as u64);
+        varint_field(&mut build, 5, self.partitions as u64);
+        if self.spmd {
+            varint_field(&mut build, 6, 1);
+        }
+        if let Some(a) = &self.assignment {
+            let mut da = Vec::new();
+            varint_field(&mut da, 1, self.replicas as u64);
+            varint_field(&mut da, 2, self.partitions as u64);
+            for partition in a {
+                let mut packed = Vec::new();
+                for &id in partition {
+                    varint(&mut packed, id as u64);
+                }
+                let mut cd = Vec::new();
+                bytes_field(&mut cd, 1, &packed);
+                bytes_field(&mut da, 3, &cd);
+            }
+            bytes_field(&mut build, 9, &da);
+        }
+        varint_field(&mut build, 23, 1);
+        let mut out = Vec::new();
+        bytes_field(&mut out, 3, &build);
+        out
+    }
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn varint_field(out: &mut Vec<u8>, field: u64, v: u64) {
+    varint(out, field << 3);
+    varint(out, v);
+}
+
+fn bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+    varint(out, (field << 3) | 2);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The bytes measured to work on both CPU plugins
+    /// (`reference/xla-multi-device.md`).
+    #[test]
+    fn encodes_the_measured_bytes() {
+        assert_eq!(
+            hex(&CompileOptions::replicas(1).encode()),
+            "1a1208ffffffffffffffffff0120012801b80101"
+        );
+        assert_eq!(
+            hex(&CompileOptions::replicas(4).encode()),
+            "1a1208ffffffffffffffffff0120042801b80101"
+        );
+        assert_eq!(
+            hex(&CompileOptions::replicas(4)
+                .on_devices(&[3, 2, 1, 0])
+                .encode()),
+            "1a2008ffffffffffffffffff01200428014a0c080410011a060a0403020100b80101"
+        );
+        assert_eq!(
+            hex(&CompileOptions::partitions(4).encode()),
+            "1a1408ffffffffffffffffff01200128043001b80101"
+        );
+    }
+
+    #[test]
+    fn validation_names_both_counts() {
+        let ids = [0, 1, 2, 3];
+        assert!(CompileOptions::replicas(4).validate(&ids).is_ok());
+        let e = CompileOptions::replicas(8).validate(&ids).unwrap_err();
+        assert!(
+            e.message.contains("8 devices") && e.message.contains("has 4"),
+            "{e}"
+        );
+        let e = CompileOptions::replicas(4)
+            .on_devices(&[0, 1, 0, 1])
+            .validate(&ids)
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains("4 replicas need 4 distinct devices, it names 2"),
+            "{e}"
+        );
+        let e = CompileOptions::replicas(2)
+            .on_devices(&[0, 7])
+            .validate(&ids)
+            .unwrap_err();
+        assert!(e.message.contains("device 7"), "{e}");
+        let e = CompileOptions::replicas(2)
+            .on_devices(&[0])
+            .validate(&ids)
+            .unwrap_err();
+        assert!(e.message.contains("names 1 devices for 2"), "{e}");
+        assert!(CompileOptions::replicas(0).validate(&ids).is_err());
+    }
+}
