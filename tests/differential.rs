@@ -106,6 +106,11 @@ enum Step {
     /// Operand, start, length: a clamped `slice` along dim 0 (dynamic
     /// ones too); odd lengths rejoin the rest with `cat`.
     Slice(usize, u8, u8),
+    /// A whole zone inside the step (`zone`): operands, kind, threshold.
+    /// Only its reduction joins the pool, so no position of the zone is
+    /// observed and XLA lowers it masked; bit 3 of the kind also keeps
+    /// the zone's selection, which packs it.
+    Zone(usize, usize, u8, i8),
     /// A device loop over the operand: a static count, a data-dependent
     /// one, a shrinking or a growing dynamic carry.
     Loop(usize, u8),
@@ -155,6 +160,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Collective(a, k)),
         (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
+        (i.clone(), i.clone(), 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
         (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
     ]
 }
@@ -213,7 +219,85 @@ fn snapped(x: &Tensor) -> Tensor {
 
 /// Applies one step; `None` when the step does not apply to its operands
 /// (the op panics with a misuse message, which leaves the runtime usable).
-fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
+/// A zone from a mask of `x` to a reduction (`Step::Zone`): the
+/// reduction, then with bit 3 of `k` the selection itself (a result, so
+/// the zone is packed). Kinds: a masked sum, a masked max of a difference
+/// of two selections by one mask, rows of `x` by `nonzero` contracted with
+/// themselves (a product over the zone), a masked mean scattered back
+/// through the mask (`masked_scatter`), and gradients of the first two
+/// through the zone.
+fn zone(x: &Tensor, y: &Tensor, k: u8, t: i8) -> Vec<Tensor> {
+    let f = |t: &Tensor| {
+        if t.dtype() == DType::F32 {
+            t.clone()
+        } else {
+            t.to_dtype(DType::F32)
+        }
+    };
+    let (x, y) = (f(x), f(y));
+    let m = x.gt_scalar(threshold(t as f64));
+    let (out, zone) = match k % 8 {
+        0 => {
+            let z = x.masked_select(&m);
+            ((&z * 2.0 + 1.0).sum(), z)
+        }
+        1 => {
+            // `y` must have `x`'s shape: a panic otherwise falls back.
+            let (a, b) = (x.masked_select(&m), y.masked_select(&m));
+            let d = &a - &b;
+            ((&d * &a).abs().max(), d)
+        }
+        2 | 3 => {
+            assert_eq!(x.rank(), 2, "rows of a matrix");
+            let key = x.sum_dims(&[1], false);
+            let idx = key.ge_scalar(threshold(t as f64)).nonzero().flatten();
+            let rows = x.index_select(0, &idx);
+            let h = (&rows * 0.5).tanh();
+            let p = if k % 8 == 2 {
+                h.transpose(0, 1).matmul(&rows)
+            } else {
+                h.sum_dims(&[0], false) + rows.mean_dims(&[0], false)
+            };
+            (p, rows)
+        }
+        4 => {
+            let z = x.masked_select(&m);
+            let back = x.zeros_like().masked_scatter(&m, &(&z * 3.0));
+            (&back + &z.mean(), z)
+        }
+        _ => {
+            // The gradient of a zone's loss, backward through the zone.
+            let w = x.detach().requires_grad(true);
+            let z = w.masked_select(&m);
+            let loss = if k % 8 == 5 {
+                (&z * &z).sum()
+            } else {
+                (&z * 0.5).exp().mean()
+            };
+            loss.backward();
+            (w.grad().expect("a gradient"), z.detach())
+        }
+    };
+    if k & 8 != 0 {
+        vec![out, zone]
+    } else {
+        vec![out]
+    }
+}
+
+/// Applies one step, giving every tensor it adds to the pool.
+fn apply_all(pool: &[Tensor], s: &Step) -> Option<Vec<Tensor>> {
+    if let Step::Zone(a, b, k, t) = s {
+        let pick = |i: &usize| pool[*i % pool.len()].clone();
+        let (x, y) = (pick(a), pick(b));
+        let (k, t) = (*k, *t);
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| zone(&x, &y, k, t))).ok();
+    }
+    apply_one(pool, s).map(|t| vec![t])
+}
+
+/// Applies one step that adds one tensor.
+fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
     let pick = |i: &usize| pool[*i % pool.len()].clone();
     let float = |t: &Tensor| {
         if t.dtype() == DType::F32 {
@@ -426,6 +510,7 @@ fn apply(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 x.cumprod(d)
             }
         }
+        Step::Zone(..) => unreachable!("apply_all builds zones"),
         Step::Collective(a, k) => collective(&float(&pick(a)), *k),
     }));
     r.ok()
@@ -500,10 +585,10 @@ fn build(spec: &Spec) -> Vec<Tensor> {
     let y = Tensor::from_vec(b, &[spec.rows, spec.cols]).unwrap();
     let mut pool = vec![x, y];
     for s in &spec.steps {
-        let t = apply(&pool, s)
-            .or_else(|| apply(&pool, &Step::Unary(3, pool.len() - 1)))
+        let t = apply_all(&pool, s)
+            .or_else(|| apply_all(&pool, &Step::Unary(3, pool.len() - 1)))
             .expect("a unary op always applies");
-        pool.push(t);
+        pool.extend(t);
     }
     pool
 }

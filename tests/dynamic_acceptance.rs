@@ -182,3 +182,51 @@ backend_test! {
         assert_eq!(a.to_vec::<i64>().unwrap(), vec![3, 7]);
     }
 }
+
+backend_test! {
+    fn a_zone_whose_order_nothing_observes_is_lowered_as_a_mask() {
+        // The detector's box loss in small: rows picked by `nonzero`, a
+        // product and a mean over them, and its gradient. Nothing reads
+        // the rows, so XLA computes them in place under the mask: no
+        // prefix sum, no scatter. Reading the selection packs it.
+        let fv = [1.0f32, 2.0, -1.0, 0.5, 3.0, -2.0, 0.0, 1.5, -0.5, 4.0];
+        let wv = [0.5f32, -1.0, 2.0, 0.25];
+        let w = Tensor::from_vec(wv.to_vec(), &[2, 2]).unwrap().requires_grad(true);
+        let f = Tensor::from_vec(fv.to_vec(), &[5, 2]).unwrap();
+        let rows_of = |f: &Tensor| {
+            let keep = f.sum_dims(&[1], false).gt_scalar(0.25);
+            f.index_select(0, &keep.nonzero().flatten())
+        };
+        let loss = rows_of(&f).matmul(&w).square().mean();
+        loss.backward();
+        let g = w.grad().expect("a gradient");
+        let masked = lazyxla::debug::stablehlo_text(&[&loss, &g]).unwrap();
+        assert!(!masked.contains("scatter"), "{masked}");
+        assert!(!masked.contains("reduce_window"), "{masked}");
+        mark_step().unwrap();
+        let rows = rows_of(&f);
+        let packed = lazyxla::debug::stablehlo_text(&[&rows]).unwrap();
+        assert!(packed.contains("scatter"), "{packed}");
+        // Rows whose sum exceeds 0.25: 0, 2, 3 and 4.
+        let kept: Vec<[f32; 2]> = fv
+            .chunks(2)
+            .map(|r| [r[0], r[1]])
+            .filter(|r| r[0] + r[1] > 0.25)
+            .collect();
+        assert_eq!(kept.len(), 4);
+        let n = (kept.len() * 2) as f32;
+        let (mut want, mut grad) = (0.0f32, [0.0f32; 4]);
+        for r in &kept {
+            for j in 0..2 {
+                let y = r[0] * wv[j] + r[1] * wv[2 + j];
+                want += y * y / n;
+                grad[j] += 2.0 * y * r[0] / n;
+                grad[2 + j] += 2.0 * y * r[1] / n;
+            }
+        }
+        assert_close(&loss.to_vec::<f32>().unwrap(), &[want], 1e-5);
+        assert_close(&g.to_vec::<f32>().unwrap(), &grad, 1e-5);
+        let flat: Vec<f32> = kept.iter().flatten().copied().collect();
+        assert_eq!(rows.to_vec::<f32>().unwrap(), flat);
+    }
+}

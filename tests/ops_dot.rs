@@ -285,3 +285,43 @@ backend_test! {
         assert_close(&dx.to_vec::<f32>().unwrap(), &hdx, 1e-5);
     }
 }
+
+backend_test! {
+    fn a_weight_gradient_is_one_dot_in_the_weights_layout() {
+        // Linear(4 -> 5) on x [<=6, 4] (3 of 6 real): the weight's gradient
+        // [5, 4] is g^T x, one dot whose result has the weight's layout,
+        // not x^T g [4, 5] transposed (XLA's CPU backend runs a transposed
+        // dot as a generic loop instead of its matrix kernel).
+        let lin = Linear::new(4, 5, 0);
+        let xv = data(3 * 4, 3);
+        let x = Tensor::from_vec(xv.clone(), &[3, 4]).unwrap().mark_dynamic(0, 6);
+        let loss = lin.forward(&x).square().sum();
+        loss.backward();
+        let dw = lin.weight.grad().expect("a gradient");
+        let hlo = lazyxla::debug::stablehlo_text(&[&loss, &dw]).unwrap();
+        // (The forward product's transposed weight is folded into its dot
+        // by XLA; a transposed product is not.)
+        let transposes = hlo.lines().filter(|l| l.contains("stablehlo.transpose"));
+        assert!(transposes.clone().all(|l| !l.ends_with("-> tensor<5x4xf32>")), "{hlo}");
+        assert_eq!(transposes.count(), 1, "{hlo}");
+        let dots: Vec<&str> = hlo.lines().filter(|l| l.contains("dot_general")).collect();
+        assert_eq!(dots.len(), 2, "{hlo}");
+        assert!(dots.iter().any(|l| l.ends_with("-> tensor<5x4xf32>")), "{hlo}");
+        mark_step().unwrap();
+        let w = lin.weight.to_vec::<f32>().unwrap();
+        let bias = lin.bias.as_ref().unwrap().to_vec::<f32>().unwrap();
+        // Host: y = x w^T + b, g = 2y, dw = g^T x.
+        let mut g = [0.0f32; 3 * 5];
+        for r in 0..3 {
+            for j in 0..5 {
+                let y: f32 = bias[j] + (0..4).map(|p| xv[r * 4 + p] * w[j * 4 + p]).sum::<f32>();
+                g[r * 5 + j] = 2.0 * y;
+            }
+        }
+        let hdw: Vec<f32> = (0..5 * 4)
+            .map(|i| (0..3).map(|r| g[r * 5 + i / 4] * xv[r * 4 + i % 4]).sum())
+            .collect();
+        assert_eq!(dw.concrete_shape().unwrap(), vec![5, 4]);
+        assert_close(&dw.to_vec::<f32>().unwrap(), &hdw, 1e-5);
+    }
+}

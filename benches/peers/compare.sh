@@ -4,13 +4,18 @@
 # lazyxla / JAX (below 1: lazyxla is faster).
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
-#   WORKLOAD: topk | resnet | transformer | mlp | detect
+#   WORKLOAD: topk | resnet | transformer | mlp | detect | zone, or
+#   detect_captured | zone_captured (lazyxla's step captured with
+#   lazyxla::capture, against the same jitted JAX step)
+# BASELINE=<models bench binary> adds a third side, "before": another
+# build's `models` bench (say main's), run in the same rounds.
 # Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and
 # JAX: PYTHON names a Python that has it, else the benchmark makes its own
 # venv (benches/peers/.venv) and installs jax from PyPI there once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-workload="${1:?workload: topk | resnet | transformer | mlp | detect}"
+workload="${1:?workload: topk | resnet | transformer | mlp | detect | zone | detect_captured | zone_captured}"
+jax_workload="${workload%_captured}"
 rounds="${2:-5}"
 steps="${3:-50}"
 python=$(bash benches/peers/python.sh)
@@ -19,7 +24,10 @@ bin=$(cargo bench --bench models --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\
 out=$(mktemp)
 for r in $(seq "$rounds"); do
   "$bin" "$workload" "$steps" 2>/dev/null | grep '^RESULT' >>"$out"
-  "$python" benches/peers/jax_models.py "$workload" "$steps" | grep '^RESULT' >>"$out"
+  if [ -n "${BASELINE:-}" ]; then
+    ("$BASELINE" "$workload" "$steps" 2>/dev/null || true) | grep '^RESULT' | sed 's/ lazyxla / before /' >>"$out" || true
+  fi
+  "$python" benches/peers/jax_models.py "$jax_workload" "$steps" | grep '^RESULT' >>"$out"
 done
 python3 - "$out" "$workload" <<'PY'
 import re, statistics, sys
@@ -31,7 +39,10 @@ for r in rows:
 med = {side: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for side, runs in by.items()}
 for side, m in med.items():
     print(f"{sys.argv[2]:12} {side:8} first {m['first_ms']:9.1f} ms  step {m['step_ms']:8.3f} ms  cpu {m['cpu_ms']:8.3f} ms/step  ({len(by[side])} rounds)")
-l, j = med["lazyxla"], med["jax"]
-print(f"RATIO {sys.argv[2]} lazyxla/jax: step {l['step_ms']/j['step_ms']:.2f}x  cpu {l['cpu_ms']/j['cpu_ms']:.2f}x  first step {l['first_ms']/j['first_ms']:.2f}x")
+j = med["jax"]
+for side in ("before", "lazyxla"):
+    if side in med:
+        l = med[side]
+        print(f"RATIO {sys.argv[2]} {side}/jax: step {l['step_ms']/j['step_ms']:.2f}x  cpu {l['cpu_ms']/j['cpu_ms']:.2f}x  first step {l['first_ms']/j['first_ms']:.2f}x")
 PY
 rm -f "$out"

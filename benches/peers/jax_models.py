@@ -3,7 +3,7 @@ user would (`jax.jit`, hand-padded), timed the same way.
 
 Usage: python jax_models.py WORKLOAD [STEPS]
        python jax_models.py --export WORKLOAD DIR
-WORKLOAD is resnet, transformer, mlp, detect or topk. Prints one line
+WORKLOAD is resnet, transformer, mlp, detect, zone or topk. Prints one line
 
     RESULT <workload> jax first_ms=<f> step_ms=<f> cpu_ms=<f>
 
@@ -366,6 +366,27 @@ def run_detect(steps):
 
     return timed(step, steps)
 
+# ------------------------------------------------------------------ zone
+
+
+@jax.jit
+def zone_sum(x):
+    """The squared coordinates of the nonzeros of a 5x5 grid, summed, plus
+    2: nonzero padded by hand, as a mask over the coordinate grid."""
+    r = jnp.arange(5, dtype=jnp.float32)[:, None]
+    c = jnp.arange(5, dtype=jnp.float32)[None, :]
+    return jnp.where(x != 0, r * r + c * c, 0.0).sum() + 2.0
+
+
+def run_zone(steps):
+    data = [(np.random.default_rng(i).random((5, 5)) < 0.4).astype(np.float32)
+            for i in range(steps + 1)]
+
+    def step(i):
+        return float(zone_sum(jnp.asarray(data[i])))
+
+    return timed(step, steps)
+
 # ---------------------------------------------------------------- export
 
 
@@ -444,7 +465,7 @@ def main():
     workload = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     run = {"resnet": run_resnet, "transformer": run_transformer, "topk": run_topk,
-           "mlp": run_mlp, "detect": run_detect}[workload]
+           "mlp": run_mlp, "detect": run_detect, "zone": run_zone}[workload]
     first, step, cpu = run(steps)
     print(f"RESULT {workload} jax first_ms={first:.2f} step_ms={step:.3f} cpu_ms={cpu:.3f}")
 

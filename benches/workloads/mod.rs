@@ -32,12 +32,16 @@ pub fn workload(name: &str, steps: usize) -> Option<Step> {
         "mlp" => mlp_step(steps, false),
         "mlp_bf16" => mlp_step(steps, true),
         "detect" => detect_step(steps),
+        "detect_captured" => detect_captured_step(steps),
+        "zone" => zone_step(steps, false),
+        "zone_captured" => zone_step(steps, true),
         _ => return None,
     })
 }
 
 /// The names [`workload`] knows.
-pub const NAMES: &str = "topk, resnet, transformer, mlp, mlp_bf16, detect";
+pub const NAMES: &str =
+    "topk, resnet, transformer, mlp, mlp_bf16, detect, detect_captured, zone, zone_captured";
 
 /// One SGD step (momentum 0.9) of the small ResNet (`examples/models`),
 /// batch 32 of 3x32x32 images, 10 classes, the loss read.
@@ -191,14 +195,54 @@ fn mlp_step(steps: usize, bf16: bool) -> Step {
 /// `index_select`, about half the anchors, a different number every
 /// step); the loss read. JAX's twin pads by hand: a mask and a masked mean.
 fn detect_step(steps: usize) -> Step {
-    const ANCHORS: usize = 4096;
-    const FEATURES: usize = 16;
+    let (score, boxes, mut opt, data) = detect_setup(steps);
+    Box::new(move |i| {
+        let [features, iou, deltas] = detect_inputs(&data[i]);
+        opt.zero_grad();
+        // The loss in a function, as `examples/train_detector.rs` builds
+        // it: the step's intermediates are dropped before `mark_step`, so
+        // they are not computed as results.
+        let loss = detect_loss(&score, &boxes, &features, &iou, &deltas);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// [`detect_step`] captured once with `lazyxla::capture` and replayed
+/// (JAX's twin is the same jitted step as for `detect`).
+fn detect_captured_step(steps: usize) -> Step {
+    let (score, boxes, mut opt, data) = detect_setup(steps);
+    let mut step = lazyxla::capture(move |x: &[Tensor]| {
+        opt.zero_grad();
+        let loss = detect_loss(&score, &boxes, &x[0], &x[1], &x[2]);
+        loss.backward();
+        opt.step();
+        vec![loss]
+    });
+    Box::new(move |i| {
+        let inputs = detect_inputs(&data[i]);
+        let out = step.run(&inputs).unwrap();
+        out[0].item::<f32>().unwrap() as f64
+    })
+}
+
+const ANCHORS: usize = 4096;
+const FEATURES: usize = 16;
+
+/// One step's host data: features, IoU with the ground truth, box deltas.
+type DetectData = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+/// The detector's two heads, its optimizer and the inputs of steps
+/// `0..=steps`.
+fn detect_setup(steps: usize) -> (Linear, Linear, Sgd, Vec<DetectData>) {
     let score = Linear::new(FEATURES, 1, 3);
     let boxes = Linear::new(FEATURES, 4, 4);
     let mut params = score.parameters();
     params.extend(boxes.parameters());
-    let mut opt = Sgd::new(params, 0.02);
-    let data: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..=steps as u64)
+    let opt = Sgd::new(params, 0.02);
+    let data = (0..=steps as u64)
         .map(|i| {
             let f = normal(i, ANCHORS * FEATURES);
             let row = |a: usize| &f[a * FEATURES..(a + 1) * FEATURES];
@@ -222,23 +266,63 @@ fn detect_step(steps: usize) -> Step {
             (f, iou, deltas)
         })
         .collect();
+    (score, boxes, opt, data)
+}
+
+/// One step's inputs as tensors.
+fn detect_inputs((f, iou, deltas): &DetectData) -> [Tensor; 3] {
+    [
+        Tensor::from_vec(f.clone(), &[ANCHORS, FEATURES]).unwrap(),
+        Tensor::from_vec(iou.clone(), &[ANCHORS]).unwrap(),
+        Tensor::from_vec(deltas.clone(), &[ANCHORS, 4]).unwrap(),
+    ]
+}
+
+/// Objectness on every anchor plus smooth-L1 on the positives.
+fn detect_loss(
+    score: &Linear,
+    boxes: &Linear,
+    features: &Tensor,
+    iou: &Tensor,
+    deltas: &Tensor,
+) -> Tensor {
+    let logits = score.forward(features).squeeze(1);
+    let labels = iou.gt_scalar(0.5);
+    let cls = nn::binary_cross_entropy_with_logits(&logits, &labels);
+    let positives = labels.nonzero().flatten();
+    let pred = boxes.forward(&features.index_select(0, &positives));
+    let target = deltas.index_select(0, &positives);
+    &cls + &nn::smooth_l1_loss(&pred, &target)
+}
+
+/// The dynamic zone of issue 21: a 5x5 grid of 0/1 uploaded, the squared
+/// coordinates of its nonzeros summed (`nonzero`, `pow`, `sum`) plus 2,
+/// read every step; recorded lazily, or with `captured` captured once and
+/// replayed. JAX's twin masks the coordinate grid by hand.
+fn zone_step(steps: usize, captured: bool) -> Step {
+    use lazyxla::DType;
+    let data: Vec<Vec<f32>> = (0..=steps as u64)
+        .map(|i| {
+            uniform(i, 25)
+                .iter()
+                .map(|u| (*u < 0.4) as u8 as f32)
+                .collect()
+        })
+        .collect();
+    let zone = |x: &Tensor| x.nonzero().to_dtype(DType::F32).pow(2.0).sum() + 2.0;
+    if captured {
+        let mut step = lazyxla::capture(move |x: &[Tensor]| vec![zone(&x[0])]);
+        return Box::new(move |i| {
+            let x = Tensor::from_vec(data[i].clone(), &[5, 5]).unwrap();
+            let out = step.run(&[x]).unwrap();
+            out[0].item::<f32>().unwrap() as f64
+        });
+    }
     Box::new(move |i| {
-        let (f, iou, deltas) = &data[i];
-        let features = Tensor::from_vec(f.clone(), &[ANCHORS, FEATURES]).unwrap();
-        let iou = Tensor::from_vec(iou.clone(), &[ANCHORS]).unwrap();
-        let deltas = Tensor::from_vec(deltas.clone(), &[ANCHORS, 4]).unwrap();
-        opt.zero_grad();
-        let logits = score.forward(&features).squeeze(1);
-        let labels = iou.gt_scalar(0.5);
-        let cls = nn::binary_cross_entropy_with_logits(&logits, &labels);
-        let positives = labels.nonzero().flatten();
-        let pred = boxes.forward(&features.index_select(0, &positives));
-        let target = deltas.index_select(0, &positives);
-        let loss = &cls + &nn::smooth_l1_loss(&pred, &target);
-        loss.backward();
-        opt.step();
+        let x = Tensor::from_vec(data[i].clone(), &[5, 5]).unwrap();
+        let total = zone(&x);
         mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
+        total.item::<f32>().unwrap() as f64
     })
 }
 

@@ -45,9 +45,12 @@ impl Ctx<'_> {
     /// True when node `i` is a 1-D count `0, 1, .., n-1` (`arange`): as
     /// an index it selects (or adds into) a prefix, which needs no gather
     /// or scatter (the dynamic `Embedding` keeps its real rows this way).
+    /// So is every position's own index in a masked zone
+    /// ([`Ctx::mask_positions`]): its real positions index themselves.
     pub(super) fn counting(&self, i: usize) -> bool {
         let n = &self.program.nodes[i];
-        matches!(&n.op, crate::ir::Op::Iota { dim: 0, .. }) && n.shape.len() == 1
+        (matches!(&n.op, crate::ir::Op::Iota { dim: 0, .. }) && n.shape.len() == 1)
+            || self.mask_positions(i)
     }
 
     /// `index_select` of the first `n` positions along `dim` (`idx` counts

@@ -30,6 +30,10 @@
 //! real sizes with `redyn`. So correctness never depends on which ops
 //! XLA's dynamic padder knows.
 //!
+//! A dim whose size is a zone's variable lowered as a mask (`masked`) is
+//! static instead, its real elements where the zone's mask holds; the
+//! fills read that mask as they read a dynamic dim's size.
+//!
 //! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
 mod collective;
@@ -38,7 +42,9 @@ mod dynamic;
 mod emit;
 mod index;
 mod loops;
+mod masked;
 mod math;
+mod padding;
 mod reduce;
 mod shared_fill;
 mod sizes;
@@ -86,9 +92,16 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
-    /// Values whose padding is zero along the listed dims
-    /// (`shared_fill`), by SSA name.
-    pub(super) zeroed: HashMap<String, Vec<usize>>,
+    /// The transposes lowered as the swapped dot they transpose, by node
+    /// (`reduce::swapped_dots`); their dots are not lowered.
+    swapped: HashMap<usize, reduce::Swapped>,
+    /// What is known of each value's padding, by SSA name (`padding`).
+    pads: HashMap<String, padding::Padding>,
+    /// The variables whose zones are lowered as masks, with their first
+    /// defining node (`masked`).
+    masked: HashMap<u64, usize>,
+    /// Their masks and counts, once defined.
+    masks: HashMap<u64, masked::MaskVar>,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -206,7 +219,10 @@ impl<'p> Ctx<'p> {
             var_vals: HashMap::new(),
             var_args: Vec::new(),
             checks: Vec::new(),
-            zeroed: HashMap::new(),
+            pads: HashMap::new(),
+            swapped: reduce::swapped_dots(program),
+            masked: masked::masked_vars(program),
+            masks: HashMap::new(),
         }
     }
 
@@ -216,7 +232,8 @@ impl<'p> Ctx<'p> {
     pub(super) fn enter(&mut self, params: Vec<(V, Vec<V>)>, var_args: Vec<V>) {
         self.var_args = var_args;
         for (&p, (data, sizes)) in self.program.params.iter().zip(params) {
-            let ty = self.ty(p);
+            let n = &self.program.nodes[p];
+            let ty = node_ty(n.dtype, &n.shape);
             let mut sizes = sizes.into_iter();
             let mut v = data;
             for d in 0..ty.rank() {
@@ -231,13 +248,22 @@ impl<'p> Ctx<'p> {
     }
 
     /// Lowers every node, in order, zeroing once the padding that
-    /// several consumers need zero (see `shared_fill`).
+    /// several consumers need zero (see `shared_fill`); a dot lowered
+    /// swapped by the transpose that uses it is skipped
+    /// (`reduce::swapped_dots`).
     pub(super) fn lower_nodes(&mut self) -> Result<()> {
         let zero_once = shared_fill::zero_once(self.program);
+        let folded: std::collections::HashSet<usize> =
+            self.swapped.values().map(|s| s.dot).collect();
         for (i, zero) in zero_once.iter().enumerate() {
+            if folded.contains(&i) {
+                continue;
+            }
             let mut v = self.node(i)?;
+            self.note_extents(i, &v);
             if let Some(dims) = zero {
                 v = self.zero_padding_once(v, dims);
+                self.note_extents(i, &v);
             }
             self.values[i] = Some(v);
         }
@@ -252,10 +278,16 @@ impl Ctx<'_> {
         })
     }
 
-    /// The type of node `i`.
+    /// The type of node `i`: a masked dim is static (`masked`).
     pub(super) fn ty(&self, i: usize) -> Ty {
         let n = &self.program.nodes[i];
-        node_ty(n.dtype, &n.shape)
+        let mut ty = node_ty(n.dtype, &n.shape);
+        for d in 0..ty.rank() {
+            if ty.dynamic[d] && self.masked_dim(i, d).is_some() {
+                ty.dynamic[d] = false;
+            }
+        }
+        ty
     }
 
     /// `f` on the operands, half ones widened to f32, its result rounded
@@ -271,7 +303,9 @@ impl Ctx<'_> {
             .iter()
             .map(|x| {
                 if x.ty.elt.is_half() {
-                    self.b.convert(x, Elt::F32)
+                    let w = self.b.convert(x, Elt::F32);
+                    self.same_extents(x, &w);
+                    w
                 } else {
                     x.clone()
                 }
@@ -283,6 +317,15 @@ impl Ctx<'_> {
 
     /// Lowers node `i`: the one exhaustive match over [`Op`].
     fn node(&mut self, i: usize) -> Result<V> {
+        if let Some(s) = self.swapped.get(&i).cloned() {
+            // A transpose of a dot, lowered as the swapped dot (its own
+            // dot is never lowered).
+            let (a, b) = (self.value(s.lhs)?, self.value(s.rhs)?);
+            let ty = self.ty(i);
+            return Ok(self.in_f32(&[a, b], &ty, |c, ins, ty| {
+                c.dot(&ins[0], &ins[1], &s.form, ty)
+            }));
+        }
         let node = &self.program.nodes[i];
         let ins: Vec<V> = node
             .inputs
@@ -391,9 +434,18 @@ impl Ctx<'_> {
                 descending,
                 first: Some(k),
             } => self.top_k(&ins[0], *dim, *descending, *k, &ty),
-            Op::MaskedScatter => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
-            Op::Nonzero => self.nonzero(&ins[0], &ty),
-            Op::MaskedSelect => self.masked_select(&ins[0], &ins[1], &ty),
+            Op::MaskedScatter => match self.masked_dim(node.inputs[2], 0) {
+                Some(_) => self.masked_scatter_masked(&ins[0], &ins[1], &ins[2], &ty),
+                None => self.masked_scatter(&ins[0], &ins[1], &ins[2], &ty),
+            },
+            Op::Nonzero => match self.masked_dim(i, 0) {
+                Some(v) => self.masked_nonzero(v, &ins[0], &ty),
+                None => self.nonzero(&ins[0], &ty),
+            },
+            Op::MaskedSelect => match self.masked_dim(i, 0) {
+                Some(v) => self.masked_select_masked(v, &ins[0], &ins[1], &ty),
+                None => self.masked_select(&ins[0], &ins[1], &ty),
+            },
             Op::Unique => self.unique(&ins[0], &ty),
             Op::UniqueCounts => self.unique_counts(&ins[0], &ins[1], &ty),
             Op::AllReduce { kind, replicas } => self.all_reduce(*kind, &ins[0], *replicas, &ty),
@@ -429,11 +481,13 @@ impl Ctx<'_> {
             .collect()
     }
 
-    /// A static Bool mask of `x`'s bound shape: true at real positions.
-    /// `None` when `x` is static.
+    /// A static Bool mask of `x`'s bound shape: true at real positions
+    /// (below each dynamic dim's size, where each masked dim's mask
+    /// holds). `None` when every position is real.
     pub(super) fn valid_mask(&mut self, x: &V) -> Option<V> {
         let sizes = self.sizes_of(x);
-        self.mask_from_sizes(&x.ty, &sizes)
+        let mask = self.mask_from_sizes(&x.ty, &sizes);
+        self.and_masked_dims(x, |_| true, mask)
     }
 
     /// The mask of positions below `sizes` in the bound shape of `ty`.
@@ -797,7 +851,7 @@ fn head_of(t: &Ty, tail: i64) -> Ty {
 /// elements of bounds, and sizes-1 dims and splits or merges of static
 /// dims account for the rest (`[16, s, 64] -> [16, s, 4, 16]`,
 /// `[16, s] -> [16, s, 1]`).
-fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
+pub(super) fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
     let dyn_dims = |t: &Ty| (0..t.rank()).filter(|&d| t.dynamic[d]).collect::<Vec<_>>();
     let (da, db) = (dyn_dims(xt), dyn_dims(tt));
     if da.is_empty() || da.len() != db.len() || xt.numel() != tt.numel() {

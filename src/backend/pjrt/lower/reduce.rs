@@ -3,11 +3,14 @@
 
 use super::emit::{list, Builder, Elt, Ty, V};
 use super::Ctx;
+use crate::ir::program::Program;
 use crate::ir::CmpOp;
-use crate::ir::{ArgKind, Dot, ReduceKind};
+use crate::ir::{ArgKind, Dot, Op, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
-/// operands, since XLA may apply it in either order).
+/// operands, since XLA may apply it in either order). Not XLA's `maximum`:
+/// the 0.11.2 CPU plugin's fast reduction kernel drops NaN with it (the
+/// max of `[NaN, NaN]` comes out `-inf`).
 pub(super) fn pick_body(b: &mut Builder, dir: CmpOp, p: &V, q: &V) -> V {
     let better = b.cmp(dir, p, q);
     let take = if p.ty.elt.is_float() {
@@ -184,7 +187,8 @@ impl Ctx<'_> {
         let mask = if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
             None
         } else {
-            self.mask_from_sizes(&x.ty, &along)
+            let m = self.mask_from_sizes(&x.ty, &along);
+            self.and_masked_dims(x, |d| dims.contains(&d), m)
         };
         let s = self.padded(x, None);
         match mask {
@@ -195,4 +199,67 @@ impl Ctx<'_> {
             None => s,
         }
     }
+}
+
+/// A transpose lowered as a dot: `lhs . rhs` contracted by `form` gives the
+/// transposed result directly; `dot` is the node it replaces.
+#[derive(Clone, Debug)]
+pub(super) struct Swapped {
+    pub(super) dot: usize,
+    pub(super) lhs: usize,
+    pub(super) rhs: usize,
+    pub(super) form: Dot,
+}
+
+/// The transposes of `program` that swap the lhs and rhs free dims of a
+/// dot without batch dims that nothing else uses (a weight's gradient,
+/// `(x^T g)^T`), each with the dot that gives the transposed result
+/// directly (`g^T x`, the form JAX emits). XLA's CPU backend runs that
+/// form in its fast matrix kernel; the transposed dot became a generic
+/// loop with a transposed copy (the transformer's weight gradients). The
+/// swapped dot reads the same operands with the same contraction, so its
+/// padding needs are the dot's, and its result's dims (rhs free, then lhs
+/// free) carry the transpose's sizes.
+pub(super) fn swapped_dots(program: &Program) -> std::collections::HashMap<usize, Swapped> {
+    let mut uses = vec![0usize; program.nodes.len()];
+    for n in &program.nodes {
+        for &j in &n.inputs {
+            uses[j] += 1;
+        }
+    }
+    for &o in &program.outputs {
+        uses[o] += 1;
+    }
+    let mut out = std::collections::HashMap::new();
+    for (i, n) in program.nodes.iter().enumerate() {
+        let Op::Transpose { perm } = &n.op else {
+            continue;
+        };
+        let j = n.inputs[0];
+        let d = &program.nodes[j];
+        let Op::Dot(dot) = &d.op else {
+            continue;
+        };
+        let (a, b) = (d.inputs[0], d.inputs[1]);
+        let fa = dot.lhs_free(program.nodes[a].shape.len()).len();
+        let fb = dot.rhs_free(program.nodes[b].shape.len()).len();
+        let swap: Vec<usize> = (fa..fa + fb).chain(0..fa).collect();
+        if dot.batch == 0 && uses[j] == 1 && *perm == swap {
+            let form = Dot {
+                batch: 0,
+                lhs_contract: dot.rhs_contract.clone(),
+                rhs_contract: dot.lhs_contract.clone(),
+            };
+            out.insert(
+                i,
+                Swapped {
+                    dot: j,
+                    lhs: b,
+                    rhs: a,
+                    form,
+                },
+            );
+        }
+    }
+    out
 }

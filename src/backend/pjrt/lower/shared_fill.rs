@@ -65,7 +65,7 @@ pub(super) fn zero_once(program: &Program) -> Vec<Option<Vec<usize>>> {
 
 impl Ctx<'_> {
     /// `v` (node `i`'s value) with its padding zeroed along `dims`, still
-    /// dynamic, and remembered as such for [`Ctx::zero_known`].
+    /// dynamic, and recorded as such (`padding`).
     pub(super) fn zero_padding_once(&mut self, v: V, dims: &[usize]) -> V {
         if v.ty.elt == Elt::I1 {
             return v;
@@ -75,15 +75,7 @@ impl Ctx<'_> {
         let filled = self.padded_along(&v, &sizes, &zero, dims);
         let ty = v.ty.clone();
         let out = self.redyn(filled, &ty, &sizes);
-        self.zeroed.insert(out.name.clone(), dims.to_vec());
+        self.note_zero(&out, dims);
         out
-    }
-
-    /// True when `x`'s padding is known to be zero along every dim of
-    /// `dims`.
-    pub(super) fn zero_known(&self, x: &V, dims: &[usize]) -> bool {
-        self.zeroed
-            .get(&x.name)
-            .is_some_and(|z| dims.iter().all(|d| z.contains(d) || !x.ty.dynamic[*d]))
     }
 }

@@ -18,6 +18,9 @@ use crate::{Error, Result};
 impl Ctx<'_> {
     /// The value of a variable, emitted once per program.
     pub(super) fn var_value(&mut self, v: &VarRef) -> Result<V> {
+        if let Some(count) = self.masked_count(v.0.id) {
+            return Ok(count);
+        }
         let pos = *self.var_pos.get(&v.0.id).ok_or_else(|| {
             Error::internal(
                 "pjrt lowering",

@@ -1,0 +1,110 @@
+//! What the lowering knows of each value's padding: one record per value,
+//! which every padding fill consults.
+//!
+//! Each dim of a lowered value has an *extent*, where its real elements
+//! lie: all of the dim (static), a prefix (a dynamic dim: its size is
+//! the bounded type's, `get_dimension_size`), or the positions where a
+//! zone's mask holds (a masked dim, `masked.rs`: static type, bound `N`).
+//! The padding is every position outside the extents. What is known of
+//! the padding's *content* is a small lattice per value:
+//!
+//! ```text
+//! unspecified            anything, infinities and NaN included (the default)
+//!   ^
+//! zero along dims D      every position that is padding along a dim of D holds ±0
+//! ```
+//!
+//! Invariant: a record holds for the value at run time. Extents come from
+//! the node's shape (a dim is masked exactly when its size is a masked
+//! variable); "zero along D" is recorded only where the lowering writes
+//! the zeros (`shared_fill`: a value that several consumers need zeroed is
+//! zeroed once where it is defined). A fill (`Ctx::padded_along`,
+//! `Ctx::valid_mask`) builds its mask from the extents and writes nothing
+//! where the content already is what it would write. Values are keyed by
+//! SSA name; an op that derives a value elementwise from another (a
+//! widened copy) copies the extents with [`Ctx::same_extents`].
+
+use super::emit::{Elt, V};
+use super::Ctx;
+
+/// The padding record of one value (see the module docs).
+#[derive(Clone, Default)]
+pub(super) struct Padding {
+    /// Masked dims, each with its zone's variable.
+    masked: Vec<(usize, u64)>,
+    /// Dims along which the padding is known to hold zeros.
+    zero: Vec<usize>,
+}
+
+impl Ctx<'_> {
+    /// Records the extents of node `i`'s value `v` (its masked dims).
+    pub(super) fn note_extents(&mut self, i: usize, v: &V) {
+        let masked: Vec<(usize, u64)> = (0..v.ty.rank())
+            .filter_map(|d| self.masked_dim(i, d).map(|m| (d, m)))
+            .collect();
+        if !masked.is_empty() {
+            self.pads.entry(v.name.clone()).or_default().masked = masked;
+        }
+    }
+
+    /// Gives `to` the extents of `from` (a value computed from it
+    /// elementwise, as a widened copy); nothing is known of its content.
+    pub(super) fn same_extents(&mut self, from: &V, to: &V) {
+        if let Some(p) = self.pads.get(&from.name) {
+            let masked = p.masked.clone();
+            self.pads.entry(to.name.clone()).or_default().masked = masked;
+        }
+    }
+
+    /// Records that `v`'s padding holds zeros along `dims`.
+    pub(super) fn note_zero(&mut self, v: &V, dims: &[usize]) {
+        self.pads.entry(v.name.clone()).or_default().zero = dims.to_vec();
+    }
+
+    /// True when `x`'s padding is known to be zero along every dim of
+    /// `dims` (a dim without padding counts).
+    pub(super) fn zero_known(&self, x: &V, dims: &[usize]) -> bool {
+        let masked = |d: usize| {
+            self.pads
+                .get(&x.name)
+                .is_some_and(|p| p.masked.iter().any(|m| m.0 == d))
+        };
+        let padded: Vec<usize> = dims
+            .iter()
+            .copied()
+            .filter(|&d| x.ty.dynamic[d] || masked(d))
+            .collect();
+        padded.is_empty()
+            || self
+                .pads
+                .get(&x.name)
+                .is_some_and(|p| padded.iter().all(|d| p.zero.contains(d)))
+    }
+
+    /// `mask` (of `x`'s bound shape, or none) and'ed with the mask of each
+    /// masked dim of `x` that `along` selects.
+    pub(super) fn and_masked_dims(
+        &mut self,
+        x: &V,
+        along: impl Fn(usize) -> bool,
+        mut mask: Option<V>,
+    ) -> Option<V> {
+        let Some(p) = self.pads.get(&x.name) else {
+            return mask;
+        };
+        let dims = p.masked.clone();
+        let shape = x.ty.bound().with_elt(Elt::I1);
+        for (d, v) in dims {
+            if !along(d) {
+                continue;
+            }
+            let m1 = self.zone_mask(v);
+            let m = self.b.broadcast_in_dim(&m1, &[d as i64], shape.clone());
+            mask = Some(match mask {
+                None => m,
+                Some(prev) => self.b.bin("and", &prev, &m),
+            });
+        }
+        mask
+    }
+}
