@@ -220,3 +220,60 @@ backend_test! {
         assert_eq!(metrics::counter("DonatedBuffer"), u64::from(donates()));
     }
 }
+
+backend_test! {
+    fn data_parallel_steps_donate_on_every_replica() {
+        let on = donates();
+        let dp = lazyxla::parallel::DataParallel::with_replicas(2).unwrap();
+        let model = dp.scoped(|| Linear::new(3, 2, 5));
+        let params = model.parameters();
+        let mut opt = dp.scoped(|| Adam::new(params.clone(), 0.05));
+        let x = Tensor::from_vec((0..12).map(|i| i as f32 * 0.1).collect(), &[4, 3]).unwrap();
+        let y = Tensor::from_vec(vec![1.0f32; 8], &[4, 2]).unwrap();
+        let mut losses = Vec::new();
+        {
+            let mut step = dp.train_step(&params, &mut opt, |b: &[Tensor]| {
+                lazyxla::nn::mse_loss(&model.forward(&b[0]), &b[1])
+            });
+            for _ in 0..5 {
+                losses.push(step.run(&[x.clone(), y.clone()]).unwrap().item::<f32>().unwrap());
+            }
+        }
+        assert!(losses[4] < losses[0], "{losses:?}");
+        assert_eq!(metrics::counter("UncachedCompile"), 1);
+        for p in &params {
+            let r = lazyxla::parallel::replica_values::<f32>(p).unwrap();
+            assert_eq!(r[0], r[1], "the replicas agree");
+        }
+        // Each step's parameters and moments (and step count), one
+        // buffer per replica each, counted once per launch.
+        let donated = metrics::counter("DonatedBuffer");
+        if on {
+            assert!(donated >= 5 * 3 * params.len() as u64, "{donated}");
+        } else {
+            assert_eq!(donated, 0);
+        }
+    }
+}
+
+backend_test! {
+    fn an_update_over_data_the_caller_holds_keeps_it_and_compiles_once() {
+        // As after `load_state_dict`: the tensor holds data the caller
+        // still holds. The first step's update goes to fresh memory
+        // (XLA copies the aliased argument), later ones are donated, and
+        // all run one program.
+        let w = Tensor::from_vec(vec![0.0f32; 2], &[2]).unwrap();
+        let loaded = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        w.assign(&loaded);
+        let mut last = 0;
+        for step in 0..3u64 {
+            w.assign(&(&w + 1.0));
+            mark_step().unwrap();
+            let want = if step == 0 { 0 } else { u64::from(donates()) };
+            assert_eq!(donated_since(&mut last), want, "step {step}");
+        }
+        assert_eq!(values(&loaded), vec![1.0, 2.0]);
+        assert_eq!(values(&w), vec![4.0, 5.0]);
+        assert_eq!(metrics::counter("UncachedCompile"), 1);
+    }
+}

@@ -257,7 +257,7 @@ impl Printer {
                 .iter()
                 .map(|&(k, o)| format!("{} -> {}", name[p.params[k]], name[p.outputs[o]]))
                 .collect();
-            let _ = write!(ret, "    # donated: {}", pairs.join(", "));
+            let _ = write!(ret, "    # aliases: {}", pairs.join(", "));
         }
         let _ = writeln!(self.out, "{ret}");
     }

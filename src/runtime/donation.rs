@@ -152,3 +152,55 @@ fn edges(n: &Node) -> impl Iterator<Item = *const Node> + '_ {
         .chain(n.grad_history.iter())
         .map(Arc::as_ptr)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Holders;
+    use crate::runtime::canonical::trace_unkeyed;
+    use crate::{Device, Tensor};
+
+    /// Traces `w`'s pending update as a sync of `w` alone would, and
+    /// returns the program's aliases, the donated parameters and its
+    /// StableHLO text.
+    fn choose_for(w: &Tensor) -> (Vec<(usize, usize)>, Vec<usize>, String) {
+        let roots = vec![w.node()];
+        let holders = Holders {
+            tensors: vec![1],
+            updates: vec![(0, w.assigned_from().expect("assigned"))],
+        };
+        let mut traced = trace_unkeyed(&roots, &[], &[]).unwrap();
+        traced.donate(&roots, &holders);
+        let text = crate::backend::pjrt::lower_text(&traced.program()).unwrap();
+        (traced.aliases.clone(), traced.donated.to_vec(), text)
+    }
+
+    #[test]
+    fn an_update_aliases_its_old_value_and_donates_it_when_unshared() {
+        Device::reference().scoped(|| {
+            let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+            w.assign(&(&w * 2.0));
+            let (aliases, donated, text) = choose_for(&w);
+            assert_eq!(aliases, vec![(0, 0)]);
+            assert_eq!(donated, vec![0]);
+            assert!(
+                text.contains("%arg0: tensor<2xf32> {tf.aliasing_output = 0 : i32}"),
+                "{text}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_held_old_value_is_aliased_but_not_donated() {
+        Device::reference().scoped(|| {
+            let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+            let old = w.detach();
+            w.assign(&(&w * 2.0));
+            let (aliases, donated, _) = choose_for(&w);
+            assert_eq!(aliases, vec![(0, 0)], "the program is the same");
+            assert!(donated.is_empty());
+            drop(old);
+            let (_, donated, _) = choose_for(&w);
+            assert_eq!(donated, vec![0], "released: donated");
+        });
+    }
+}
