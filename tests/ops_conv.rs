@@ -347,22 +347,35 @@ backend_test! {
 
         // Transposed, with stride, output padding and groups: its gradients
         // are convolutions with lhs dilation and batch groups in turn.
-        let (xs, ws) = ([2, 4, 3, 3], [4, 1, 3, 2]);
         let c = Cfg { stride: (2, 2), padding: (1, 0), groups: 2, dilation: (1, 2) };
-        let extra = (1, 1);
-        let (x, w, b) = (data(72, 34), data(24, 35), data(2, 36));
-        let host = |x: &[f64], w: &[f64], b: &[f64]| {
-            let (mut y, s) = host_conv_t(x, xs, w, ws, c, extra);
-            add_bias(&mut y, s[1], s[2] * s[3], b);
-            y
-        };
-        let got = lazy_grads(&x, &xs, &w, &ws, &b, |x, w, b| {
-            x.conv_transpose2d(w, Some(b), c.stride, c.padding, extra, c.dilation, c.groups)
-        });
-        assert_close64(&got[0], &host_grad(&x, |p| host(p, &w, &b)), 1e-9);
-        assert_close64(&got[1], &host_grad(&w, |p| host(&x, p, &b)), 1e-9);
-        assert_close64(&got[2], &host_grad(&b, |p| host(&x, &w, p)), 1e-9);
+        check_conv_transpose2d_grads([2, 4, 3, 3], [4, 1, 3, 2], c, (1, 1));
+        // Without groups the weight gradient slides the output gradient
+        // over the input (`weight_grad_over_dilated_input`): stride, kernel
+        // dilation, padding and output padding all enter its window.
+        let c = Cfg { stride: (2, 3), padding: (1, 1), groups: 1, dilation: (2, 1) };
+        check_conv_transpose2d_grads([2, 3, 3, 2], [3, 2, 3, 2], c, (1, 2));
     }
+}
+
+/// `conv_transpose2d`'s gradients for every operand against central
+/// differences of the host loops.
+fn check_conv_transpose2d_grads(xs: [usize; 4], ws: [usize; 4], c: Cfg, extra: (usize, usize)) {
+    let (x, w, b) = (
+        data(xs.iter().product(), 34),
+        data(ws.iter().product(), 35),
+        data(ws[1] * c.groups, 36),
+    );
+    let host = |x: &[f64], w: &[f64], b: &[f64]| {
+        let (mut y, s) = host_conv_t(x, xs, w, ws, c, extra);
+        add_bias(&mut y, s[1], s[2] * s[3], b);
+        y
+    };
+    let got = lazy_grads(&x, &xs, &w, &ws, &b, |x, w, b| {
+        x.conv_transpose2d(w, Some(b), c.stride, c.padding, extra, c.dilation, c.groups)
+    });
+    assert_close64(&got[0], &host_grad(&x, |p| host(p, &w, &b)), 1e-9);
+    assert_close64(&got[1], &host_grad(&w, |p| host(&x, p, &b)), 1e-9);
+    assert_close64(&got[2], &host_grad(&b, |p| host(&x, &w, p)), 1e-9);
 }
 
 backend_test! {

@@ -4,9 +4,14 @@ backbone, anchors, proposal counts, sampling, RoIAlign sizes and heads),
 trained with SGD in PyTorch eager on the CPU, on the batches the Rust side
 wrote (`DATA`, a safetensors file), timed as the Rust side times itself.
 
-Usage: python torch_mask_rcnn.py DATA [STEPS]. Prints one line
+Usage: python torch_mask_rcnn.py DATA [STEPS] [--xla]. Prints one line
 
     RESULT mask_rcnn torch first_ms=<f> step_ms=<f> cpu_ms=<f> compiles=0
+
+With `--xla` the model runs on PyTorch/XLA's device (`PJRT_DEVICE=CPU`,
+torch_xla installed beside a matching torch), `torch_xla.sync()` ends each
+step, the side is named `torch_xla` and `compiles` counts XLA compiles
+over the whole run (torch_xla's `CompileTime` metric).
 
 first_ms: the first step; step_ms: the median wall time of a step after
 two warm-up steps (forward, backward, SGD update and the loss read);
@@ -88,20 +93,27 @@ def model():
 
 
 def main():
-    data = load_file(sys.argv[1])
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+    xla = "--xla" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--xla"]
+    data = load_file(args[0])
+    steps = int(args[1]) if len(args) > 1 else 50
     torch.manual_seed(0)
-    net = model()
+    device = torch.device("cpu")
+    if xla:
+        import torch_xla
+        import torch_xla.debug.metrics as met
+        device = torch_xla.device()
+    net = model().to(device)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)
     batches = []
     for i in range(steps + 2):
-        images = list(data[f"step{i}.images"].unbind(0))
+        images = [x.to(device) for x in data[f"step{i}.images"].unbind(0)]
         targets = [
             {
-                "boxes": data[f"step{i}.image{b}.boxes"],
-                "labels": data[f"step{i}.image{b}.labels"],
-                "masks": data[f"step{i}.image{b}.masks"].to(torch.uint8),
+                "boxes": data[f"step{i}.image{b}.boxes"].to(device),
+                "labels": data[f"step{i}.image{b}.labels"].to(device),
+                "masks": data[f"step{i}.image{b}.masks"].to(torch.uint8).to(device),
             }
             for b in range(BATCH)
         ]
@@ -118,15 +130,22 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        float(loss)
+        if xla:
+            torch_xla.sync()
+        float(loss.detach())
         dt = (time.perf_counter() - t0) * 1e3
         if first is None:
             first = dt
         if i >= 2:
             times.append(dt)
     cpu = (time.process_time() - cpu0) * 1e3 / len(times)
-    print(f"RESULT mask_rcnn torch first_ms={first:.3f} step_ms={statistics.median(times):.3f} "
-          f"cpu_ms={cpu:.3f} compiles=0")
+    side, compiles = "torch", 0
+    if xla:
+        side = "torch_xla"
+        data = met.metric_data("CompileTime")
+        compiles = data[0] if data else 0
+    print(f"RESULT mask_rcnn {side} first_ms={first:.3f} step_ms={statistics.median(times):.3f} "
+          f"cpu_ms={cpu:.3f} compiles={compiles}")
 
 
 if __name__ == "__main__":
