@@ -53,6 +53,7 @@ named!(
         StepRecording,
         StepReplay,
         InPlaceResult,
+        DonatedBuffer,
     }
 );
 
@@ -112,7 +113,10 @@ static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
 /// (`capture`) `StepRecording`, `StepReplay` and `InPlaceResult` (a
 /// replay's result moved into a tensor that already existed, without
 /// allocating a new one: the state it updates, a gradient, or a value it
-/// returned last time that the caller has dropped).
+/// returned last time that the caller has dropped), and `DonatedBuffer` (a
+/// parameter's buffer given to the program that updates it, which writes
+/// the new value in its place; XLA only, see DESIGN.md "Donated
+/// buffers").
 ///
 /// Gauge: `LiveBuffers`, how many device buffers (on every backend) are
 /// alive right now: tensors' data, the sizes of dynamic dimensions kept

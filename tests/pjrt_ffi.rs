@@ -427,3 +427,54 @@ fn wrappers_are_send_and_sync() {
     check::<Buffer>();
     check::<lazyxla::debug::pjrt_ffi::Event>();
 }
+
+/// `%a` is donatable to the result (`tf.aliasing_output`, as JAX's
+/// `donate_argnums` lowers it).
+const ALIASED_ADD: &str = r#"
+func.func @main(%a: tensor<3xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<3xf32>) -> tensor<3xf32> {
+  %c = stablehlo.add %a, %b : tensor<3xf32>
+  return %c : tensor<3xf32>
+}"#;
+
+#[test]
+fn a_donated_argument_becomes_the_result_and_is_deleted() {
+    let Some(c) = client() else { return };
+    let exe = compile(c, ALIASED_ADD);
+    let b = f32s(c, &[10.0, 20.0, 30.0], &[3]);
+
+    // Not donated: the aliased argument keeps its value, and the result
+    // gets memory of its own.
+    let a = f32s(c, &[1.0, 2.0, 3.0], &[3]);
+    let (out, done) = exe.execute_async_donating(&[&a, &b], &[]).unwrap();
+    done.wait().unwrap();
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
+    assert_eq!(to_f32(&a.to_host().unwrap()), [1.0, 2.0, 3.0]);
+    assert_ne!(out[0].memory_address(), a.memory_address());
+    // Plain execution never donates either.
+    let out = exe.execute(&[&a, &b]).unwrap();
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
+    assert_eq!(to_f32(&a.to_host().unwrap()), [1.0, 2.0, 3.0]);
+
+    // Donated: the result is written into the argument's memory, and the
+    // argument is deleted: reading it or running on it is an error.
+    let address = a.memory_address();
+    assert!(address.is_some(), "the CPU plugin gives a buffer's address");
+    let (out, done) = exe.execute_async_donating(&[&a, &b], &[0]).unwrap();
+    done.wait().unwrap();
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
+    assert_eq!(
+        out[0].memory_address(),
+        address,
+        "the result reuses the memory"
+    );
+    let e = a.to_host().unwrap_err().to_string();
+    assert!(e.contains("delete") || e.contains("donat"), "{e}");
+    assert!(exe.execute(&[&a, &b]).is_err());
+    // The undonated argument is intact; a non-aliased one is never donated.
+    let (out2, done) = exe.execute_async_donating(&[&out[0], &b], &[1]).unwrap();
+    done.wait().unwrap();
+    assert_eq!(to_f32(&out2[0].to_host().unwrap()), [21.0, 42.0, 63.0]);
+    assert_eq!(to_f32(&b.to_host().unwrap()), [10.0, 20.0, 30.0]);
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
+    drop(a);
+}

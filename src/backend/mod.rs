@@ -71,6 +71,12 @@ pub(crate) struct ExecArgs<'a> {
     pub params: smallvec::SmallVec<[TensorArg<'a>; 4]>,
     /// For each `VarSource::Arg`: the variable's value.
     pub vars: smallvec::SmallVec<[SizeArg<'a>; 2]>,
+    /// The parameters (positions in `params`, sorted) whose buffers this
+    /// execution donates to the results the program aliases them with
+    /// (`Program::aliases`): a backend that [`Backend::donates`] writes
+    /// those results into them, and the buffers are gone afterwards. An
+    /// aliased parameter not listed keeps its buffer.
+    pub donate: smallvec::SmallVec<[usize; 4]>,
 }
 
 /// What one execution produced: every output buffer in the program's
@@ -165,6 +171,13 @@ pub(crate) trait Backend: Send + Sync {
     fn check_status(&self, exe: &ExecutableRef, status: &DeviceBuffer) -> Result<()>;
     /// Reads a size buffer produced by `execute`.
     fn read_size(&self, buffer: &DeviceBuffer) -> Result<i64>;
+    /// True when the backend writes a program's aliased results into the
+    /// donated parameters' buffers (`ExecArgs::donate`); the runtime then
+    /// looks for parameters to donate. False for the reference backend,
+    /// which ignores aliasing.
+    fn donates(&self) -> bool {
+        false
+    }
     /// The concrete backend, for backend-specific debugging hooks.
     fn as_any(&self) -> Option<&dyn Any> {
         None

@@ -314,6 +314,11 @@ pub(super) struct Variant {
     assigned: Vec<(Weak<TensorInner>, usize)>,
     /// Gradients the step set or cleared.
     grads: Vec<GradUpdate>,
+    /// The parameters the program donates to its results
+    /// (`Program::aliases`): each the value of a tensor in `assigned`
+    /// whose new value is the result its parameter aliases. A replay
+    /// donates those whose tensor alone holds them (`replay::donations`).
+    donations: Vec<usize>,
     /// What `run` returns.
     returned: Vec<Returned>,
     /// What the last replay left for the next one. Only the variant that

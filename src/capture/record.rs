@@ -20,6 +20,8 @@ use std::sync::Arc;
 /// A tensor as it was before the step: its data and gradient.
 struct Before {
     tensor: std::sync::Weak<crate::tensor::TensorInner>,
+    /// Held until the step has run, then released (`None`) so that it
+    /// does not keep the recording's sync from donating the old value.
     data: Option<Arc<DeviceData>>,
     grad: Option<u64>,
 }
@@ -184,13 +186,24 @@ where
         ));
     }
 
-    let pending_nodes: Vec<Arc<Node>> = pending.iter().map(Tensor::node).collect();
+    // Addresses only: a reference held here would be one the sync cannot
+    // account for, and it would donate nothing (`runtime::donation`). The
+    // roots outlive these comparisons in `synced`.
+    for b in &mut before {
+        b.data = None;
+    }
+    let pending_nodes: Vec<*const Node> = pending
+        .iter()
+        .map(|t| t.with_node(|n| n as *const Node))
+        .collect();
     let synced = crate::tensor::sync::sync_program(&pending)?;
     metrics::inc(metrics::Counter::StepRecording);
     let root_of = |t: &Tensor| -> Option<usize> {
         let i = pending.iter().position(|p| p.is(t))?;
         let roots = &synced.as_ref()?.roots;
-        roots.iter().position(|r| Arc::ptr_eq(r, &pending_nodes[i]))
+        roots
+            .iter()
+            .position(|r| Arc::as_ptr(r) == pending_nodes[i])
     };
 
     let input_nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
@@ -206,6 +219,7 @@ where
         fresh: Vec::new(),
         assigned: Vec::new(),
         grads: Vec::new(),
+        donations: Vec::new(),
         returned: Vec::new(),
         kept: Kept::default(),
     };
@@ -241,6 +255,18 @@ where
         if t.id() < first_new {
             let i = root_of(t).ok_or_else(unsynced)?;
             variant.assigned.push((Arc::downgrade(&t.inner), i));
+        }
+    }
+    if let Some(s) = &synced {
+        // A donated parameter is the old value of the tensor that takes
+        // the result it aliases; anything else is never donated again.
+        for &(k, j) in &s.ran.aliases {
+            let ParamSource::State(w) = &variant.params[k].source else {
+                continue;
+            };
+            if variant.assigned.iter().any(|(t, i)| *i == j && t.ptr_eq(w)) {
+                variant.donations.push(k);
+            }
         }
     }
     for (i, grad) in grads_after {

@@ -67,7 +67,21 @@ pub(super) fn replay(
     for &(k, dim) in &v.arg_sizes {
         vars.push(input_size(&nodes[k], dim)?);
     }
-    let mut out = sync::execute(&v.device, exe, &ExecArgs { params, vars })?;
+    let donate = donations(v, &data);
+    let mut out = sync::execute(
+        &v.device,
+        exe,
+        &ExecArgs {
+            params,
+            vars,
+            donate: donate.clone(),
+        },
+    )?;
+    for &k in &donate {
+        // Its buffer is gone: any later use is an error, never a read.
+        data[k].mark_donated();
+        metrics::inc(metrics::Counter::DonatedBuffer);
+    }
     if v.checked {
         let status = out.take_last()?;
         v.device.backend().check_status(exe, &status)?;
@@ -122,6 +136,30 @@ pub(super) fn replay(
     let out = returned(v, &mut kept.returned, inputs, Some(&mut results))?;
     metrics::add(metrics::Counter::InPlaceResult, results.moved);
     Ok(Some(out))
+}
+
+/// The parameters this replay donates (see `Variant::donations`): each
+/// whose tensor alone holds its data, so nothing reads the old value once
+/// the program starts. A value someone still holds (`let old =
+/// w.detach()`) is not donated: the program then writes that result to
+/// fresh memory and the old value stays intact.
+fn donations(v: &Variant, data: &[Arc<DeviceData>]) -> SmallVec<[usize; 4]> {
+    if v.checked || v.donations.is_empty() || !v.device.backend().donates() {
+        return SmallVec::new();
+    }
+    v.donations
+        .iter()
+        .copied()
+        .filter(|&k| {
+            let super::ParamSource::State(w) = &v.params[k].source else {
+                return false;
+            };
+            let uses = data.iter().filter(|d| Arc::ptr_eq(d, &data[k])).count();
+            uses == 1
+                && w.upgrade()
+                    .is_some_and(|inner| Tensor::from_inner(inner).holds_alone(&data[k]))
+        })
+        .collect()
 }
 
 /// A variant's arguments, or why there are none yet.

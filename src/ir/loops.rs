@@ -481,6 +481,7 @@ pub(crate) fn trace(
             vars,
             outputs,
             size_outputs: Vec::new(),
+            aliases: Vec::new(),
         });
     }
     Ok(Traced {

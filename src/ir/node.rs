@@ -116,13 +116,18 @@ impl Node {
     /// `loss.backward()`) keeps its graph, as in PyTorch; the backward
     /// then computes the history's forward values again in its program.
     pub(crate) fn with_grad_history(self: &Arc<Node>, computed: &Arc<Node>) -> Arc<Node> {
-        if !computed.requires_grad
-            || computed.grad_leaf.is_some()
-            || computed.backward_done.load(Ordering::Relaxed)
-        {
+        if !computed.keeps_history_after_sync() {
             return self.clone();
         }
         self.marked_copy(None, Some(computed.clone()))
+    }
+
+    /// True when a sync's result for this node keeps the node as its
+    /// gradient history (see [`Node::with_grad_history`]).
+    pub(crate) fn keeps_history_after_sync(&self) -> bool {
+        self.requires_grad
+            && self.grad_leaf.is_none()
+            && !self.backward_done.load(Ordering::Relaxed)
     }
 
     /// A copy of this node that gradients flow through, standing for a

@@ -251,6 +251,14 @@ impl Printer {
                 .collect();
             let _ = write!(ret, "; sizes {}", sizes.join(", "));
         }
+        if !p.aliases.is_empty() {
+            let pairs: Vec<String> = p
+                .aliases
+                .iter()
+                .map(|&(k, o)| format!("{} -> {}", name[p.params[k]], name[p.outputs[o]]))
+                .collect();
+            let _ = write!(ret, "    # aliases: {}", pairs.join(", "));
+        }
         let _ = writeln!(self.out, "{ret}");
     }
 

@@ -52,6 +52,15 @@ pub(crate) struct Program {
     pub outputs: Vec<usize>,
     /// Indices into `vars` whose values are returned.
     pub size_outputs: Vec<usize>,
+    /// Aliased parameters: `(parameter, output)` pairs, by position in
+    /// `params` and `outputs`, sorted and each position at most once: the
+    /// old value of a tensor the program updates and its new value, of
+    /// one dtype and static shape. A backend that donates writes the
+    /// output into the parameter's buffer when an execution donates it
+    /// (`ExecArgs::donate`, what the runtime proved nobody reads after
+    /// the program starts), and into fresh memory otherwise (DESIGN.md
+    /// "Donated buffers"). Part of the key.
+    pub aliases: Vec<(usize, usize)>,
 }
 
 /// Collects the bytes that `Hash` writes, so the key is an exact encoding

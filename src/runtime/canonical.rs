@@ -33,6 +33,10 @@ pub(crate) struct Traced<'a> {
     /// True when a node makes size checks: the program then returns their
     /// status last (see `Backend::check_status`).
     pub checked: bool,
+    /// The aliased parameters (`Program::aliases`), set by `donate`.
+    pub aliases: Vec<(usize, usize)>,
+    /// The aliased parameters this execution donates, set by `donate`.
+    pub donated: smallvec::SmallVec<[usize; 4]>,
 }
 
 impl Traced<'_> {
@@ -45,6 +49,7 @@ impl Traced<'_> {
         Ok(ExecArgs {
             params,
             vars: self.var_args.iter().map(|c| c.as_arg()).collect(),
+            donate: self.donated.clone(),
         })
     }
 
@@ -92,13 +97,30 @@ impl Traced<'_> {
             vars: self.vars.clone(),
             outputs: self.outputs.clone(),
             size_outputs: self.size_outputs.clone(),
+            aliases: self.aliases.clone(),
         }
+    }
+
+    /// Chooses the parameters the program aliases to its results and
+    /// those this execution donates (see `runtime::donation`); called
+    /// before [`Traced::compute_key`].
+    pub fn donate(&mut self, roots: &[Arc<Node>], holders: &super::donation::Holders) {
+        let choice = super::donation::choose(
+            &self.order,
+            &self.index,
+            &self.params,
+            &self.params_data,
+            roots,
+            holders,
+        );
+        self.aliases = choice.aliases;
+        self.donated = choice.donate;
     }
 
     /// The key: the bytes `Program::hash` would write, written straight
     /// from the graph (`Program` derives `Hash` over these fields in this
     /// order; `program_key_matches_the_program` checks it).
-    fn compute_key(&mut self) {
+    pub fn compute_key(&mut self) {
         let mut w = KeyWriter::with_capacity(48 * self.order.len());
         self.order.len().hash(&mut w);
         let mut inputs: Vec<usize> = Vec::with_capacity(4);
@@ -114,13 +136,27 @@ impl Traced<'_> {
         self.vars.hash(&mut w);
         self.outputs.hash(&mut w);
         self.size_outputs.hash(&mut w);
+        self.aliases.hash(&mut w);
         self.key = w.bytes;
     }
 }
 
 /// Builds the canonical program computing `roots` and the values of
-/// `size_requests`; `include` adds nodes that define requested sizes.
+/// `size_requests`, with its key; `include` adds nodes that define
+/// requested sizes.
 pub(crate) fn trace<'a>(
+    roots: &'a [Arc<Node>],
+    include: &'a [Arc<Node>],
+    size_requests: &[VarRef],
+) -> Result<Traced<'a>> {
+    let mut traced = trace_unkeyed(roots, include, size_requests)?;
+    traced.compute_key();
+    Ok(traced)
+}
+
+/// [`trace`] without the key, for a caller that still chooses what the
+/// program donates ([`Traced::donate`], then [`Traced::compute_key`]).
+pub(crate) fn trace_unkeyed<'a>(
     roots: &'a [Arc<Node>],
     include: &'a [Arc<Node>],
     size_requests: &[VarRef],
@@ -207,7 +243,7 @@ pub(crate) fn trace<'a>(
         let i = index[&Arc::as_ptr(r)];
         outputs.push(i);
     }
-    let mut traced = Traced {
+    Ok(Traced {
         checked,
         order,
         index,
@@ -218,7 +254,7 @@ pub(crate) fn trace<'a>(
         key: Vec::new(),
         params_data: param_data,
         var_args,
-    };
-    traced.compute_key();
-    Ok(traced)
+        aliases: Vec::new(),
+        donated: smallvec::SmallVec::new(),
+    })
 }

@@ -6,6 +6,7 @@ use crate::device::Device;
 use crate::host::HostArray;
 use crate::metrics;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Per dimension of a tensor, its size cell if dynamic (inline up to
@@ -28,6 +29,9 @@ pub(crate) struct DeviceData {
     /// found only after it was bound (see `tensor::sync::verify`): every
     /// use of the data is then that error.
     failed: OnceLock<Box<crate::Error>>,
+    /// Set once the buffer was donated to a program (`mark_donated`): the
+    /// backend deleted it, so it is never used again.
+    donated: AtomicBool,
 }
 
 /// Where the elements are. A program's result is on the device from the
@@ -62,6 +66,7 @@ impl DeviceData {
             storage: Storage::Device(buffer),
             sizes,
             failed: OnceLock::new(),
+            donated: AtomicBool::new(false),
         }
     }
 
@@ -80,6 +85,7 @@ impl DeviceData {
             },
             sizes,
             failed: OnceLock::new(),
+            donated: AtomicBool::new(false),
         }
     }
 
@@ -89,10 +95,24 @@ impl DeviceData {
         let _ = self.failed.set(Box::new(e));
     }
 
+    /// Records that a program was given this data's buffer to write its
+    /// result into (see `runtime::donation`): the buffer is gone, and every
+    /// later use is an error.
+    pub fn mark_donated(&self) {
+        self.donated.store(true, Ordering::Release);
+    }
+
     /// The device buffer, uploading the host data the first time.
     pub fn buffer(&self) -> crate::Result<&DeviceBuffer> {
         if let Some(e) = self.failed.get() {
             return Err((**e).clone());
+        }
+        if self.donated.load(Ordering::Acquire) {
+            return Err(crate::Error::internal(
+                "device data",
+                "a value whose buffer a step donated to its update was used after the step \
+                 (was the tensor used from another thread while it was synced?)",
+            ));
         }
         let (buffer, pending) = match &self.storage {
             Storage::Device(b) => return Ok(b),
@@ -132,6 +152,7 @@ impl DeviceData {
     /// node's shape to the result's.
     pub fn set_buffer(&mut self, buffer: DeviceBuffer) {
         self.storage = Storage::Device(buffer);
+        *self.donated.get_mut() = false;
     }
 
     /// The exact host data, if it was never uploaded.

@@ -6,6 +6,7 @@
 pub(crate) mod cache;
 pub(crate) mod canonical;
 pub(crate) mod device_data;
+pub(crate) mod donation;
 pub(crate) mod materialize;
 pub(crate) mod size_cell;
 pub(crate) mod size_values;

@@ -2,8 +2,9 @@
 //! its handles to the data leaves returned here).
 
 use super::cache;
-use super::canonical::trace;
+use super::canonical::trace_unkeyed;
 use super::device_data::{DeviceData, SizeCells};
+pub(crate) use super::donation::Holders;
 use super::size_cell::SizeCell;
 use super::size_values;
 use crate::backend::{DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef};
@@ -69,9 +70,18 @@ impl Status {
 /// Computes `roots` (distinct pending nodes of one device) in one program
 /// and returns a data leaf for each. The caller holds [`lock`] until it
 /// has rebound its handles to the results. On error nothing is computed.
-pub(crate) fn run_roots(device: &Device, roots: Vec<Arc<Node>>) -> Result<Synced> {
+///
+/// `holders` says which tensors hold the roots and the old values of
+/// those the step updates: their parameters are donated to the program
+/// where that is proven safe (see `runtime::donation`).
+pub(crate) fn run_roots(
+    device: &Device,
+    roots: Vec<Arc<Node>>,
+    holders: &Holders,
+) -> Result<Synced> {
     let inner = inner_vars(&roots);
-    let mut ran = run(device, &roots, &[], &inner).map_err(|e| step_failed(e, &roots))?;
+    let mut ran =
+        run(device, &roots, &[], &inner, Some(holders)).map_err(|e| step_failed(e, &roots))?;
     let status = match ran.outputs_checked {
         true => Some(Status {
             device: device.clone(),
@@ -150,7 +160,7 @@ fn step_failed(e: crate::Error, roots: &[Arc<Node>]) -> crate::Error {
 /// yet) by running just what they need: the `include` nodes define them.
 pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
     let _guard = SYNC.lock();
-    let mut ran = run(device, &[], include, vars)?;
+    let mut ran = run(device, &[], include, vars, None)?;
     if ran.outputs_checked {
         // Sizes are read as soon as they are computed: check at once.
         let status = ran.outputs.take_last()?;
@@ -244,6 +254,9 @@ pub(crate) struct Ran {
     /// True when the program makes size checks (its last output, until
     /// taken, is their status).
     pub outputs_checked: bool,
+    /// The parameters the program aliases to its results, as
+    /// `(parameter, output)` positions (`Program::aliases`).
+    pub aliases: Vec<(usize, usize)>,
 }
 
 /// Traces, compiles (or takes from the cache) and executes a program that
@@ -254,9 +267,18 @@ fn run(
     outputs: &[Arc<Node>],
     include: &[Arc<Node>],
     size_requests: &[VarRef],
+    holders: Option<&Holders>,
 ) -> Result<Ran> {
     let mut traced = metrics::time(metrics::Timer::TraceTime, || {
-        trace(outputs, include, size_requests)
+        let mut traced = trace_unkeyed(outputs, include, size_requests)?;
+        // A failed size check gives the step's assigned tensors their old
+        // values back, so a program with checks donates nothing.
+        match holders {
+            Some(h) if !traced.checked && device.backend().donates() => traced.donate(outputs, h),
+            _ => {}
+        }
+        traced.compute_key();
+        Ok::<_, crate::Error>(traced)
     })?;
     let key = (device.id(), std::mem::take(&mut traced.key));
     let exe = match cache::get(&key) {
@@ -275,11 +297,17 @@ fn run(
     };
     let outputs = execute(device, &exe, &traced.args()?)?;
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+    for &k in &traced.donated {
+        // Its buffer is gone: any later use is an error, never a read.
+        traced.params_data[k].mark_donated();
+        metrics::inc(metrics::Counter::DonatedBuffer);
+    }
     Ok(Ran {
         outputs,
         exe,
         arg_vars: traced.arg_vars(),
         params: std::mem::take(&mut traced.params_data),
         outputs_checked: traced.checked,
+        aliases: std::mem::take(&mut traced.aliases),
     })
 }

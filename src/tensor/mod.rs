@@ -91,9 +91,11 @@ pub(crate) struct TensorInner {
     /// The node computing the value: a pending op, or a `Data` leaf once
     /// computed. Replaced by syncs and in-place updates.
     node: Mutex<Arc<Node>>,
-    /// The data leaf the tensor held when it was first `assign`ed since
-    /// it was last computed: what a step whose size check fails restores
-    /// (see [`Tensor::restore_before_assign`]).
+    /// The data leaf the tensor held when it was last `assign`ed a
+    /// pending value over data (the first such `assign` since it was last
+    /// computed, or since it was assigned data): what a step whose size
+    /// check fails restores (see [`Tensor::restore_before_assign`]), and
+    /// the old value a step may donate (`runtime::donation`).
     before_assign: Mutex<Option<Arc<Node>>>,
     /// The accumulated gradient (see `autograd`).
     pub(crate) grad: GradSlot,
@@ -187,6 +189,12 @@ impl Tensor {
         }
     }
 
+    /// The data leaf this tensor held when it was first `assign`ed since
+    /// its last sync, if it was.
+    pub(crate) fn assigned_from(&self) -> Option<Arc<Node>> {
+        self.inner.before_assign.lock().clone()
+    }
+
     /// Gives the tensor back the value `before` it had before a step that
     /// failed a size check (see `tensor::sync::verify`).
     pub(crate) fn restore_to(&self, before: Arc<Node>) {
@@ -233,10 +241,10 @@ impl Tensor {
         );
         let mut n = self.inner.node.lock();
         if matches!(n.op, Op::Data { .. }) {
-            let mut before = self.inner.before_assign.lock();
-            if before.is_none() {
-                *before = Some(n.clone());
-            }
+            // The value before this step: the data the tensor holds now
+            // (an earlier `assign` of data, `load_state_dict`'s, took
+            // effect at once).
+            *self.inner.before_assign.lock() = Some(n.clone());
         }
         *n = new;
     }

@@ -62,6 +62,19 @@ impl Tensor {
         Ok(true)
     }
 
+    /// True when this tensor's value is `data`, held by its node alone,
+    /// and the node by this tensor alone: besides `data` itself (the one
+    /// other reference the caller holds), nothing can read the value once
+    /// the tensor takes a new one.
+    pub(crate) fn holds_alone(&self, data: &Arc<DeviceData>) -> bool {
+        let n = self.inner.node.lock();
+        Arc::strong_count(&n) == 1
+            && n.grad_history.is_none()
+            && n.leaf_data()
+                .is_some_and(|l| l.ptr() == Arc::as_ptr(data) as *const ())
+            && Arc::strong_count(data) == 2
+    }
+
     /// True when this handle is the only way to reach it: no other
     /// handle, no weak reference but the registry's, and no gradient state
     /// (the replay may then reuse a tensor it returned before for its next

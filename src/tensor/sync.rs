@@ -107,7 +107,8 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     if roots.is_empty() {
         return Ok(None);
     }
-    let synced = match sync::run_roots(tensors[0].device(), roots) {
+    let holders = holders(tensors, &roots);
+    let synced = match sync::run_roots(tensors[0].device(), roots, &holders) {
         Ok(synced) => synced,
         Err(e) => {
             if let crate::Error::SizeCheckFailed { .. } = e {
@@ -119,6 +120,7 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
             return Err(e);
         }
     };
+    drop(holders);
     let mut rebound = Vec::new();
     for t in tensors {
         let current = t.node();
@@ -143,4 +145,33 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
         });
     }
     Ok(Some(synced))
+}
+
+/// For the runtime's choice of what to donate (`runtime::donation`): per
+/// root, how many of `tensors` (counted once each) hold it, and for those
+/// assigned since their last sync, the data leaf they held then.
+fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
+    let mut h = sync::Holders {
+        tensors: vec![0; roots.len()],
+        updates: Vec::new(),
+    };
+    let at: rustc_hash::FxHashMap<*const Node, usize> = roots
+        .iter()
+        .enumerate()
+        .map(|(j, r)| (Arc::as_ptr(r), j))
+        .collect();
+    let mut seen = rustc_hash::FxHashSet::default();
+    for t in tensors {
+        if !seen.insert(Arc::as_ptr(&t.inner)) {
+            continue;
+        }
+        let Some(j) = t.with_node(|n| at.get(&(n as *const Node)).copied()) else {
+            continue;
+        };
+        h.tensors[j] += 1;
+        if let Some(old) = t.assigned_from() {
+            h.updates.push((j, old));
+        }
+    }
+    h
 }

@@ -294,6 +294,14 @@ impl PjrtBackend {
     }
 }
 
+/// True unless `LAZYXLA_PJRT_DONATE=0` (read once): the switch that
+/// turns buffer donation off (DESIGN.md "Donated buffers"), to compare
+/// memory and time with and without it.
+pub(crate) fn donation_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LAZYXLA_PJRT_DONATE").as_deref() != Ok("0"))
+}
+
 /// The StableHLO text of `program`.
 pub(crate) fn lower_text(program: &Program) -> Result<String> {
     Ok(lower::lower(program)?.text)
@@ -408,6 +416,10 @@ impl Backend for PjrtBackend {
         Some(self)
     }
 
+    fn donates(&self) -> bool {
+        donation_enabled()
+    }
+
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = lower::lower(program)?;
         check_result_layout(program, &lowered)?;
@@ -454,7 +466,11 @@ impl Backend for PjrtBackend {
         let mut uploaded = host_sizes.iter();
         let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
         let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(count);
-        for (b, sizes) in &args.params {
+        let mut donate: SmallVec<[usize; 4]> = SmallVec::new();
+        for (k, (b, sizes)) in args.params.iter().enumerate() {
+            if args.donate.contains(&k) {
+                donate.push(refs.len());
+            }
             refs.push(self.buffer(b, "execute")?);
             for s in sizes {
                 refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
@@ -465,7 +481,9 @@ impl Backend for PjrtBackend {
         }
         let (out, done) = pe
             .exe
-            .execute_async_into(&refs, |b| Some(DeviceBuffer::new(Storage::Pjrt(b))))
+            .execute_async_into(&refs, &donate, |b| {
+                Some(DeviceBuffer::new(Storage::Pjrt(b)))
+            })
             .map_err(|e| backend_err(&self.name, "execute", e))?;
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.

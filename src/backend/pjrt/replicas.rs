@@ -168,6 +168,10 @@ impl Backend for PjrtReplicas {
         self.n()
     }
 
+    fn donates(&self) -> bool {
+        super::donation_enabled()
+    }
+
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = self.module(program)?;
         check_result_layout(program, &lowered)?;
@@ -257,9 +261,14 @@ impl Backend for PjrtReplicas {
             }
         }
         let mut lists: Vec<SmallVec<[&Buffer; 16]>> = vec![SmallVec::new(); n];
+        // The same positions in every replica's list.
+        let mut donate: SmallVec<[usize; 4]> = SmallVec::new();
         for (r, list) in lists.iter_mut().enumerate() {
             let mut uploaded = host_sizes[r].iter();
-            for (b, sizes) in &args.params {
+            for (k, (b, sizes)) in args.params.iter().enumerate() {
+                if r == 0 && args.donate.contains(&k) {
+                    donate.push(list.len());
+                }
                 list.push(self.part(b, r, "execute")?);
                 for s in sizes {
                     list.push(self.size_part(s, r, &mut uploaded)?);
@@ -276,7 +285,9 @@ impl Backend for PjrtReplicas {
         }
         let (mut outs, events) = pe
             .exe
-            .execute_replicas_into(&by_slot, |_, b| DeviceBuffer::new(Storage::Pjrt(b)))
+            .execute_replicas_into(&by_slot, &donate, |_, b| {
+                DeviceBuffer::new(Storage::Pjrt(b))
+            })
             .map_err(|e| backend_err(&self.name, "execute", e))?;
         // Each replica's event replaces its previous one, which is then
         // waited for (at most two executions in flight, as on one device).

@@ -197,6 +197,21 @@ impl Buffer {
         self.raw as usize
     }
 
+    /// The address of the buffer's memory (`PJRT_Buffer_UnsafePointer`),
+    /// for telling whether two buffers share memory; `None` when the
+    /// plugin does not say (a deleted or donated buffer, say).
+    pub fn memory_address(&self) -> Option<usize> {
+        let plugin = &self.client.plugin;
+        let pointer = api_fn!(plugin, PJRT_Buffer_UnsafePointer).ok()?;
+        let mut args = new_args::<sys::BufferUnsafePointerArgs>();
+        args.buffer = self.raw;
+        // SAFETY: valid args for a live handle; nothing is dereferenced.
+        plugin
+            .check(unsafe { pointer(&mut args) }, "PJRT_Buffer_UnsafePointer")
+            .ok()?;
+        (args.buffer_pointer != 0).then_some(args.buffer_pointer)
+    }
+
     /// Reads the first `out.len()` bytes of a buffer in host memory
     /// directly, when the plugin keeps it there (`PJRT_Buffer_IsOnCpu`, the
     /// CPU plugin); false when it does not, or cannot say (read it with

@@ -116,6 +116,30 @@ pub(super) fn compile(
 }
 
 impl Executable {
+    /// The argument indices PJRT must not donate: all of `0..num_args`
+    /// but `donate` (sorted). Every argument not asked for is kept, even
+    /// where the program declares input/output aliasing: PJRT donates by
+    /// default whatever the program aliases.
+    pub(super) fn non_donatable<'a>(
+        &'a self,
+        num_args: usize,
+        donate: &[usize],
+    ) -> std::borrow::Cow<'a, [i64]> {
+        let all = |n: usize| (0..n as i64).collect::<Vec<i64>>();
+        if donate.is_empty() {
+            let cached = self.non_donatable.get_or_init(|| all(num_args));
+            if cached.len() == num_args {
+                return cached.as_slice().into();
+            }
+            // Another argument count (the plugin will say it is wrong).
+            return all(num_args).into();
+        }
+        (0..num_args as i64)
+            .filter(|i| donate.binary_search(&(*i as usize)).is_err())
+            .collect::<Vec<i64>>()
+            .into()
+    }
+
     fn query_num_outputs(&self) -> Result<usize, PjrtError> {
         let plugin = &*self.client.plugin;
         let get = api_fn!(plugin, PJRT_LoadedExecutable_GetExecutable)?;
@@ -153,7 +177,8 @@ impl Executable {
     /// to finish and returns one buffer per result, in order.
     ///
     /// Arguments must come from this executable's client. They are never
-    /// donated: every argument stays valid and unchanged after the call.
+    /// donated: every argument stays valid and unchanged after the call
+    /// (see [`execute_async_donating`](Self::execute_async_donating)).
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
         let (results, done) = self.execute_async(args)?;
         done.wait()?;
@@ -169,15 +194,37 @@ impl Executable {
     /// Dropping the arguments or the results early is safe too; PJRT keeps
     /// the memory alive for the execution. Arguments are never donated.
     pub fn execute_async(&self, args: &[&Buffer]) -> Result<(Vec<Buffer>, Event), PjrtError> {
-        self.execute_async_into(args, |b| b)
+        self.execute_async_into(args, &[], |b| b)
+    }
+
+    /// [`execute_async`](Self::execute_async), donating the arguments at
+    /// the positions in `donate` (sorted, distinct) to the results their
+    /// parameters alias (`tf.aliasing_output` in the program text): the
+    /// program writes those results into the donated memory. A donated
+    /// argument is deleted by the call, whatever its outcome: reading it
+    /// or passing it to another execution is the plugin's error
+    /// ("deleted or donated"), and only dropping it is left. An argument
+    /// whose parameter aliases no result is not donated (PJRT ignores it);
+    /// an aliased one left out of `donate` stays valid, and the program
+    /// writes that result to fresh memory.
+    pub fn execute_async_donating(
+        &self,
+        args: &[&Buffer],
+        donate: &[usize],
+    ) -> Result<(Vec<Buffer>, Event), PjrtError> {
+        self.execute_async_into(args, donate, |b| b)
     }
 
     /// [`execute_async`](Self::execute_async), handing each result to
     /// `wrap` as it is taken: the caller's list of results is the only one
     /// allocated.
+    ///
+    /// `donate` lists the arguments to donate, as in
+    /// [`execute_async_donating`](Self::execute_async_donating).
     pub(crate) fn execute_async_into<T>(
         &self,
         args: &[&Buffer],
+        donate: &[usize],
         mut wrap: impl FnMut(Buffer) -> T,
     ) -> Result<(Vec<T>, Event), PjrtError> {
         let plugin = &self.client.plugin;
@@ -195,16 +242,7 @@ impl Executable {
         let mut outputs: SmallVec<[*mut sys::Buffer; 32]> = smallvec![null_mut(); self.num_outputs];
         let output_lists = [outputs.as_mut_ptr()];
         let mut done = [null_mut::<sys::Event>()];
-        // `&Buffer` arguments must survive the call, so forbid donation even
-        // if the program declares input/output aliasing.
-        let all = |n: usize| (0..n as i64).collect::<Vec<i64>>();
-        let cached = self.non_donatable.get_or_init(|| all(args.len()));
-        let non_donatable: std::borrow::Cow<[i64]> = if cached.len() == args.len() {
-            cached.into()
-        } else {
-            // Another argument count (the plugin will say it is wrong).
-            all(args.len()).into()
-        };
+        let non_donatable = self.non_donatable(args.len(), donate);
 
         let mut options = new_args::<sys::ExecuteOptions>();
         options.non_donatable_input_indices = non_donatable.as_ptr();

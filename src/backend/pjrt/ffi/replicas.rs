@@ -75,7 +75,7 @@ impl Executable {
         &self,
         lists: &[&[&Buffer]],
     ) -> Result<(Vec<Vec<Buffer>>, Vec<Event>), PjrtError> {
-        self.execute_replicas_into(lists, |_, b| b)
+        self.execute_replicas_into(lists, &[], |_, b| b)
     }
 
     /// Starts the program on every launch slot at once: `lists[i]` are the
@@ -85,10 +85,13 @@ impl Executable {
     /// that fires when the slot's results are computed.
     ///
     /// As [`Executable::execute_async`]: results may be used at once,
-    /// arguments are never donated, and dropping either early is safe.
+    /// dropping either early is safe, and arguments are donated only at
+    /// the positions in `donate` (sorted; in every slot, as
+    /// [`Executable::execute_async_donating`] does on one device).
     pub(crate) fn execute_replicas_into<T>(
         &self,
         lists: &[&[&Buffer]],
+        donate: &[usize],
         mut wrap: impl FnMut(usize, Buffer) -> T,
     ) -> Result<(Vec<Vec<T>>, Vec<Event>), PjrtError> {
         let plugin = &self.client.plugin;
@@ -143,7 +146,7 @@ impl Executable {
         let output_lists: SmallVec<[*mut *mut sys::Buffer; 8]> =
             outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
         let mut done: SmallVec<[*mut sys::Event; 8]> = smallvec![null_mut(); n];
-        let non_donatable: Vec<i64> = (0..num_args as i64).collect();
+        let non_donatable = self.non_donatable(num_args, donate);
 
         let mut options = new_args::<sys::ExecuteOptions>();
         options.non_donatable_input_indices = non_donatable.as_ptr();

@@ -130,11 +130,19 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         v
     };
     let i32t = Ty::scalar(Elt::I32);
+    let aliased = aliased_results(program)?;
     let mut params = Vec::new();
-    for &p in &program.params {
+    for (k, &p) in program.params.iter().enumerate() {
         let n = &program.nodes[p];
         let ty = node_ty(n.dtype, &n.shape);
         let data = arg(&ty.bound(), &mut sig);
+        if let Some(&(_, result)) = aliased.iter().find(|&&(param, _)| param == k) {
+            // XLA writes the result into this parameter's buffer when the
+            // caller donates it (JAX's `donate_argnums` says the same).
+            if let Some(last) = sig.last_mut() {
+                last.push_str(&format!(" {{tf.aliasing_output = {result} : i32}}"));
+            }
+        }
         let sizes: Vec<V> = (0..ty.rank())
             .filter(|&d| ty.dynamic[d])
             .map(|_| arg(&i32t, &mut sig))
@@ -204,6 +212,33 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         num_var_args,
         checked,
     })
+}
+
+/// Each donated parameter (`Program::aliases`) with the position of its
+/// result among the function's results (a result is followed by one size
+/// per dynamic dimension). Both must be static and of one type.
+fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
+    let mut out = Vec::with_capacity(program.aliases.len());
+    for &(k, o) in &program.aliases {
+        let (Some(&p), Some(&r)) = (program.params.get(k), program.outputs.get(o)) else {
+            return Err(Error::internal("pjrt lowering", "an alias out of range"));
+        };
+        let (pn, rn) = (&program.nodes[p], &program.nodes[r]);
+        let is_static =
+            |n: &crate::ir::program::PNode| n.shape.iter().all(|e| e.as_const().is_some());
+        if pn.dtype != rn.dtype || pn.shape != rn.shape || !is_static(pn) {
+            return Err(Error::internal(
+                "pjrt lowering",
+                "a donated parameter and its result differ in type or are not static",
+            ));
+        }
+        let position = program.outputs[..o]
+            .iter()
+            .map(|&q| crate::backend::ExecOutputs::of_result(&program.nodes[q].shape))
+            .sum();
+        out.push((k, position));
+    }
+    Ok(out)
 }
 
 impl<'p> Ctx<'p> {

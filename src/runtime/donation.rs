@@ -1,0 +1,206 @@
+//! Which parameters a sync's program aliases to its results (the old value
+//! of a tensor the step updates, aliased to its new value) and which of
+//! those it donates: the ones nothing can read once the program starts
+//! (DESIGN.md "Donated buffers").
+//!
+//! The proof is by reference counts, taken under the sync lock before the
+//! program is keyed. Every reference to a node of the traced graph is
+//! either accounted for inside the sync (an operand edge from another
+//! node of the graph, a root held by a tensor this sync rebinds, the
+//! value a rebound tensor had before its `assign`), or comes from outside
+//! (a tensor or size the user still holds, a kept gradient history, a
+//! captured step's recording, another thread's pending graph). A node held
+//! from outside may be computed again later, and so may everything it
+//! reads; a parameter that nothing held from outside reads, whose device
+//! data no other node or handle shares, is read by this program alone.
+
+use super::device_data::DeviceData;
+use crate::ir::Node;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Who, besides the graph itself, holds a sync's roots and old values:
+/// what the tensor layer tells the runtime about the tensors it rebinds.
+#[derive(Default)]
+pub(crate) struct Holders {
+    /// Per root, in order: how many distinct tensors hold it as their
+    /// value; this sync rebinds each of them to the root's result.
+    pub tensors: Vec<usize>,
+    /// `(root, old)`: a tensor rebound to root `root` was `assign`ed since
+    /// it last held the data leaf `old`. The tensor's own slot holds one
+    /// reference to `old`, this list another.
+    pub updates: Vec<(usize, Arc<Node>)>,
+}
+
+/// What a sync's program donates.
+#[derive(Default)]
+pub(super) struct Choice {
+    /// The program's `(parameter, output)` pairs (`Program::aliases`), by
+    /// position in `params` and among the roots: each update whose old
+    /// value is a parameter of the program with its root's dtype and
+    /// static shape. They depend on the graph alone, so every step of one
+    /// structure has the same pairs and compiles once.
+    pub aliases: Vec<(usize, usize)>,
+    /// The parameters among those this execution donates (sorted): each
+    /// read by nothing held from outside the sync, its data in no other
+    /// node or handle. An aliased parameter left out keeps its buffer: XLA
+    /// then copies it into a fresh result buffer and runs as if that copy
+    /// had been donated (its documented copy protection; measured on both
+    /// CPU plugins in `tests/pjrt_ffi.rs`).
+    pub donate: smallvec::SmallVec<[usize; 4]>,
+}
+
+/// Chooses what a sync's program aliases and donates (see [`Choice`]).
+/// `order` and `index` are the traced graph (see `canonical`).
+pub(super) fn choose(
+    order: &[&Arc<Node>],
+    index: &FxHashMap<*const Node, usize>,
+    params: &[usize],
+    params_data: &[Arc<DeviceData>],
+    roots: &[Arc<Node>],
+    holders: &Holders,
+) -> Choice {
+    let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
+    for (j, old) in &holders.updates {
+        let (Some(&i), Some(root)) = (index.get(&Arc::as_ptr(old)), roots.get(*j)) else {
+            continue;
+        };
+        let Some(k) = params.iter().position(|&p| p == i) else {
+            continue;
+        };
+        let is_static = old.shape.iter().all(|e| e.as_const().is_some());
+        let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == *j);
+        if is_static && !taken && root.dtype == old.dtype && root.shape == old.shape {
+            pairs.push((k, *j, i));
+        }
+    }
+    pairs.sort_unstable();
+    let aliases = pairs.iter().map(|&(k, j, _)| (k, j)).collect();
+    if pairs.is_empty() || holders.tensors.len() != roots.len() {
+        return Choice {
+            aliases,
+            donate: Default::default(),
+        };
+    }
+    let outside = held_from_outside(order, index, roots, holders);
+    let donate = pairs
+        .iter()
+        .filter(|&&(k, _, i)| {
+            let data = &params_data[k];
+            let uses = params_data.iter().filter(|d| Arc::ptr_eq(d, data)).count();
+            // One reference from its node, one from `params_data`.
+            outside.as_ref().is_some_and(|o| !o[i]) && uses == 1 && Arc::strong_count(data) == 2
+        })
+        .map(|&(k, _, _)| k)
+        .collect();
+    Choice { aliases, donate }
+}
+
+/// Per node of the graph: true when something outside the sync may read
+/// it after the program (see the module docs); `None` when a root is not
+/// in the graph.
+fn held_from_outside(
+    order: &[&Arc<Node>],
+    index: &FxHashMap<*const Node, usize>,
+    roots: &[Arc<Node>],
+    holders: &Holders,
+) -> Option<Vec<bool>> {
+    // References the sync accounts for, per node of the graph.
+    let mut inside = vec![0usize; order.len()];
+    for n in order {
+        for d in edges(n) {
+            if let Some(&i) = index.get(&d) {
+                inside[i] += 1;
+            }
+        }
+    }
+    let mut outside = vec![false; order.len()];
+    for (r, &tensors) in roots.iter().zip(&holders.tensors) {
+        let &i = index.get(&Arc::as_ptr(r))?;
+        // The sync's list of roots, and the tensors it rebinds.
+        inside[i] += 1 + tensors;
+        // Its result keeps it as a gradient history (`Node::with_grad_history`).
+        outside[i] |= r.keeps_history_after_sync();
+    }
+    for (_, old) in &holders.updates {
+        if let Some(&i) = index.get(&Arc::as_ptr(old)) {
+            inside[i] += 2;
+        }
+    }
+    for (i, n) in order.iter().enumerate() {
+        // Fewer references than counted would be a miscount: not proven.
+        outside[i] |= Arc::strong_count(n) != inside[i];
+    }
+    // What a node held from outside reads may be computed again.
+    for i in (0..order.len()).rev() {
+        if outside[i] {
+            for d in edges(order[i]) {
+                if let Some(&k) = index.get(&d) {
+                    outside[k] = true;
+                }
+            }
+        }
+    }
+    Some(outside)
+}
+
+/// The nodes `n` holds: operands, size dependencies, gradient history.
+fn edges(n: &Node) -> impl Iterator<Item = *const Node> + '_ {
+    n.inputs
+        .iter()
+        .chain(&n.size_deps)
+        .chain(n.grad_history.iter())
+        .map(Arc::as_ptr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Holders;
+    use crate::runtime::canonical::trace_unkeyed;
+    use crate::{Device, Tensor};
+
+    /// Traces `w`'s pending update as a sync of `w` alone would, and
+    /// returns the program's aliases, the donated parameters and its
+    /// StableHLO text.
+    fn choose_for(w: &Tensor) -> (Vec<(usize, usize)>, Vec<usize>, String) {
+        let roots = vec![w.node()];
+        let holders = Holders {
+            tensors: vec![1],
+            updates: vec![(0, w.assigned_from().expect("assigned"))],
+        };
+        let mut traced = trace_unkeyed(&roots, &[], &[]).unwrap();
+        traced.donate(&roots, &holders);
+        let text = crate::backend::pjrt::lower_text(&traced.program()).unwrap();
+        (traced.aliases.clone(), traced.donated.to_vec(), text)
+    }
+
+    #[test]
+    fn an_update_aliases_its_old_value_and_donates_it_when_unshared() {
+        Device::reference().scoped(|| {
+            let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+            w.assign(&(&w * 2.0));
+            let (aliases, donated, text) = choose_for(&w);
+            assert_eq!(aliases, vec![(0, 0)]);
+            assert_eq!(donated, vec![0]);
+            assert!(
+                text.contains("%arg0: tensor<2xf32> {tf.aliasing_output = 0 : i32}"),
+                "{text}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_held_old_value_is_aliased_but_not_donated() {
+        Device::reference().scoped(|| {
+            let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+            let old = w.detach();
+            w.assign(&(&w * 2.0));
+            let (aliases, donated, _) = choose_for(&w);
+            assert_eq!(aliases, vec![(0, 0)], "the program is the same");
+            assert!(donated.is_empty());
+            drop(old);
+            let (_, donated, _) = choose_for(&w);
+            assert_eq!(donated, vec![0], "released: donated");
+        });
+    }
+}
