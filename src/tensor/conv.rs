@@ -332,11 +332,11 @@ impl Tensor {
     /// padded with zeros, which add nothing.
     pub(crate) fn conv_weight_grad(&self, x: &Tensor, kernel: &[usize], c: &Conv) -> Tensor {
         let (x, g) = (x.pad_to_bound(0.0), self.pad_to_bound(0.0));
-        let (xs, gs) = (x.upper_bounds(), g.upper_bounds());
         let plain = c.feature_groups == 1 && c.batch_groups == 1;
         if plain && c.stride.iter().all(|&s| s == 1) && c.lhs_dilation.iter().any(|&l| l > 1) {
             return g.weight_grad_over_dilated_input(&x, kernel, c);
         }
+        let (xs, gs) = (x.upper_bounds(), g.upper_bounds());
         let padding = (0..c.rank())
             .map(|s| {
                 let lo = c.padding[s].0;
