@@ -261,6 +261,13 @@ backend_test! {
             .filter(|l| l.contains("stablehlo.select") && l.ends_with("-> tensor<3x6x5xf32>"))
             .count();
         assert_eq!(selects, 2, "{hlo}");
+        // The zeroed g is written once for its three consumers: a barrier
+        // keeps XLA from copying its producer into each one's fusion.
+        let barriers = hlo
+            .lines()
+            .filter(|l| l.contains("stablehlo.optimization_barrier") && l.ends_with("-> tensor<3x6x5xf32>"))
+            .count();
+        assert_eq!(barriers, 1, "{hlo}");
         mark_step().unwrap();
         let w = lin.weight.to_vec::<f32>().unwrap();
         let bias = lin.bias.as_ref().unwrap().to_vec::<f32>().unwrap();

@@ -558,6 +558,12 @@ impl Builder {
         )
     }
 
+    /// `x` unchanged, as a value XLA must materialize: no fusion reaches
+    /// through it, so its producer is computed once for all consumers.
+    pub fn optimization_barrier(&mut self, x: &V) -> V {
+        self.op("optimization_barrier", &[x], "", x.ty.clone())
+    }
+
     // ----- sizes -----
 
     pub fn get_size(&mut self, x: &V, dim: usize) -> V {
