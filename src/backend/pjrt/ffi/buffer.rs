@@ -313,7 +313,7 @@ impl Buffer {
             return Ok(Vec::new());
         }
 
-        let copy = |dst: *mut u8| -> Result<(), PjrtError> {
+        let read_into = |dst: *mut u8| -> Result<(), PjrtError> {
             let mut args = new_args::<sys::BufferToHostBufferArgs>();
             args.src = self.raw;
             args.dst = dst.cast();
@@ -329,10 +329,10 @@ impl Buffer {
         // aligned for any element type. malloc already gives 16-byte alignment
         // on the platforms we run on; the fallback keeps that an optimisation.
         if out.as_ptr().cast::<u128>().is_aligned() {
-            copy(out.as_mut_ptr())?;
+            read_into(out.as_mut_ptr())?;
         } else {
             let mut aligned = vec![0u128; size.div_ceil(std::mem::size_of::<u128>())];
-            copy(aligned.as_mut_ptr().cast())?;
+            read_into(aligned.as_mut_ptr().cast())?;
             // SAFETY: `aligned` spans at least `size` initialised bytes.
             let bytes = unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), size) };
             out.copy_from_slice(bytes);

@@ -3,9 +3,10 @@
 //! the process.
 //!
 //! Every fallible PJRT entry is called through [`Plugin::call`]; the rest of
-//! this layer never calls one directly. Only `PJRT_Error_Destroy` and
-//! `PJRT_Error_Message`, which return nothing and only read or free an
-//! error object, are called directly.
+//! this layer never calls one directly (a test below checks the sources).
+//! Only `PJRT_Error_Destroy`, `PJRT_Error_Message` and `PJRT_Error_GetCode`,
+//! which only read or free an error object, are called directly: they run
+//! while an error is being taken apart, inside `Plugin::call` itself.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;
@@ -88,5 +89,69 @@ impl Plugin {
             text(&thrown.what),
             self.path().display(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The entries called directly (not through [`Plugin::call`]): they
+    /// only read or free an error object.
+    const DIRECT: &[&str] = &[
+        "PJRT_Error_Destroy",
+        "PJRT_Error_Message",
+        "PJRT_Error_GetCode",
+    ];
+
+    /// Every function taken from the API table with `api_fn!` outside
+    /// [`DIRECT`] is only ever handed to `Plugin::call`: its local name is
+    /// never followed by `(` as a call. A textual check of this module's
+    /// sources (tests excluded), enough for the binding style they use
+    /// (`let f = api_fn!(..)?` or `if let Ok(f) = api_fn!(..)`).
+    #[test]
+    fn every_fallible_entry_is_called_through_the_guard() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/pjrt/ffi");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for line in code.lines().filter(|l| l.contains("= api_fn!(")) {
+                let (binding, call) = line.split_once("= api_fn!(").unwrap();
+                let name = call.split([',', ')']).nth(1).unwrap().trim();
+                if DIRECT.contains(&name) {
+                    continue;
+                }
+                let local = binding
+                    .trim()
+                    .trim_start_matches("if let Ok(")
+                    .trim_start_matches("let ")
+                    .trim_end_matches(')')
+                    .trim();
+                assert!(
+                    local.chars().all(|c| c.is_alphanumeric() || c == '_'),
+                    "{}: cannot read the binding in {line:?}",
+                    path.display()
+                );
+                let called = code.match_indices(&format!("{local}(")).any(|(at, _)| {
+                    let before = code[..at].chars().next_back().unwrap_or(' ');
+                    let other = before.is_alphanumeric() || matches!(before, '_' | '.' | ':');
+                    !other && !code[..at].ends_with("fn ")
+                });
+                assert!(
+                    !called,
+                    "{}: {name} (bound as `{local}`) is called directly; call it through \
+                     `Plugin::call` so a C++ exception becomes an error",
+                    path.display()
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 20,
+            "only {checked} entries found: the check reads nothing"
+        );
     }
 }

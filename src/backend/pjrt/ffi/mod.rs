@@ -283,11 +283,11 @@ impl Plugin {
 
     fn destroy_error(&self, err: *mut sys::Error) {
         // Without the entry the error leaks, which is the only safe option.
-        if let Ok(destroy) = api_fn!(self, PJRT_Error_Destroy) {
+        if let Ok(free) = api_fn!(self, PJRT_Error_Destroy) {
             let mut args = new_args::<sys::ErrorDestroyArgs>();
             args.error = err;
             // SAFETY: we own `err` and never use it again.
-            unsafe { destroy(&mut args) };
+            unsafe { free(&mut args) };
         }
     }
 
