@@ -65,8 +65,7 @@ impl Drop for Buffer {
             let mut args = new_args::<sys::BufferDestroyArgs>();
             args.buffer = self.raw;
             // SAFETY: we own the buffer and its client is still alive.
-            let err = unsafe { destroy(&mut args) };
-            let _ = plugin.check(err, "PJRT_Buffer_Destroy");
+            let _ = unsafe { plugin.call(destroy, &mut args, "PJRT_Buffer_Destroy") };
         }
     }
 }
@@ -92,17 +91,14 @@ impl Buffer {
         let mut args = new_args::<sys::BufferElementTypeArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args for a live buffer.
-        plugin.check(
-            unsafe { element_type(&mut args) },
-            "PJRT_Buffer_ElementType",
-        )?;
+        unsafe { plugin.call(element_type, &mut args, "PJRT_Buffer_ElementType") }?;
         let element_type = ElementType::from_raw(args.type_);
 
         let dims = api_fn!(plugin, PJRT_Buffer_Dimensions)?;
         let mut args = new_args::<sys::BufferDimensionsArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args; the returned array is owned by the buffer.
-        plugin.check(unsafe { dims(&mut args) }, "PJRT_Buffer_Dimensions")?;
+        unsafe { plugin.call(dims, &mut args, "PJRT_Buffer_Dimensions") }?;
         // SAFETY: pointer and length from the plugin, valid while the buffer is.
         let dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
 
@@ -110,10 +106,7 @@ impl Buffer {
         let mut args = new_args::<sys::BufferDimensionsArgs>();
         args.buffer = self.raw;
         // SAFETY: as for the dimensions.
-        plugin.check(
-            unsafe { unpadded(&mut args) },
-            "PJRT_Buffer_UnpaddedDimensions",
-        )?;
+        unsafe { plugin.call(unpadded, &mut args, "PJRT_Buffer_UnpaddedDimensions") }?;
         // SAFETY: as for the dimensions.
         let unpadded_dims = unsafe { plugin_slice(args.dims, args.num_dims) }.to_vec();
 
@@ -121,10 +114,7 @@ impl Buffer {
         let mut args = new_args::<sys::BufferDynamicDimensionIndicesArgs>();
         args.buffer = self.raw;
         // SAFETY: as for the dimensions.
-        plugin.check(
-            unsafe { dynamic(&mut args) },
-            "PJRT_Buffer_DynamicDimensionIndices",
-        )?;
+        unsafe { plugin.call(dynamic, &mut args, "PJRT_Buffer_DynamicDimensionIndices") }?;
         // SAFETY: as for the dimensions.
         let dynamic_dims =
             unsafe { plugin_slice(args.dynamic_dim_indices, args.num_dynamic_dims) }.to_vec();
@@ -170,7 +160,7 @@ impl Buffer {
         args.buffer = self.raw;
         // SAFETY: valid args for a live buffer; the device is owned by
         // the client.
-        plugin.check(unsafe { get(&mut args) }, "PJRT_Buffer_Device")?;
+        unsafe { plugin.call(get, &mut args, "PJRT_Buffer_Device") }?;
         let d = self
             .client
             .devices
@@ -206,9 +196,7 @@ impl Buffer {
         let mut args = new_args::<sys::BufferUnsafePointerArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args for a live handle; nothing is dereferenced.
-        plugin
-            .check(unsafe { pointer(&mut args) }, "PJRT_Buffer_UnsafePointer")
-            .ok()?;
+        unsafe { plugin.call(pointer, &mut args, "PJRT_Buffer_UnsafePointer") }.ok()?;
         (args.buffer_pointer != 0).then_some(args.buffer_pointer)
     }
 
@@ -232,9 +220,7 @@ impl Buffer {
         let mut args = new_args::<sys::BufferIsOnCpuArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args for a live buffer.
-        if plugin
-            .check(unsafe { is_on_cpu(&mut args) }, "PJRT_Buffer_IsOnCpu")
-            .is_err()
+        if unsafe { plugin.call(is_on_cpu, &mut args, "PJRT_Buffer_IsOnCpu") }.is_err()
             || !args.is_on_cpu
         {
             return false;
@@ -242,9 +228,7 @@ impl Buffer {
         let mut args = new_args::<sys::BufferUnsafePointerArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args for a live buffer.
-        if plugin
-            .check(unsafe { pointer(&mut args) }, "PJRT_Buffer_UnsafePointer")
-            .is_err()
+        if unsafe { plugin.call(pointer, &mut args, "PJRT_Buffer_UnsafePointer") }.is_err()
             || args.buffer_pointer == 0
         {
             return false;
@@ -277,7 +261,7 @@ impl Buffer {
         args.dst_size = out.len();
         // SAFETY: `aligned` is valid for `out.len()` writes and outlives the
         // copy, whose completion event is awaited before returning.
-        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        unsafe { plugin.call(to_host, &mut args, "PJRT_Buffer_ToHostBuffer") }?;
         plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")?;
         // SAFETY: `aligned` spans at least `out.len()` bytes.
         let bytes = unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), out.len()) };
@@ -308,7 +292,7 @@ impl Buffer {
         args.dst_size = out.len();
         // SAFETY: `out` is valid for `out.len()` writes and outlives the
         // copy, whose completion event is awaited before returning.
-        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        unsafe { plugin.call(to_host, &mut args, "PJRT_Buffer_ToHostBuffer") }?;
         plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")
     }
 
@@ -322,21 +306,21 @@ impl Buffer {
         let mut args = new_args::<sys::BufferToHostBufferArgs>();
         args.src = self.raw;
         // SAFETY: valid args for a live buffer.
-        plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+        unsafe { plugin.call(to_host, &mut args, "PJRT_Buffer_ToHostBuffer") }?;
         plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")?;
         let size = args.dst_size;
         if size == 0 {
             return Ok(Vec::new());
         }
 
-        let copy = |dst: *mut u8| -> Result<(), PjrtError> {
+        let read_into = |dst: *mut u8| -> Result<(), PjrtError> {
             let mut args = new_args::<sys::BufferToHostBufferArgs>();
             args.src = self.raw;
             args.dst = dst.cast();
             args.dst_size = size;
             // SAFETY: `dst` is valid for `size` writes and outlives the copy,
             // because we await its completion event before returning.
-            plugin.check(unsafe { to_host(&mut args) }, "PJRT_Buffer_ToHostBuffer")?;
+            unsafe { plugin.call(to_host, &mut args, "PJRT_Buffer_ToHostBuffer") }?;
             plugin.await_event(args.event, "PJRT_Buffer_ToHostBuffer")
         };
 
@@ -345,10 +329,10 @@ impl Buffer {
         // aligned for any element type. malloc already gives 16-byte alignment
         // on the platforms we run on; the fallback keeps that an optimisation.
         if out.as_ptr().cast::<u128>().is_aligned() {
-            copy(out.as_mut_ptr())?;
+            read_into(out.as_mut_ptr())?;
         } else {
             let mut aligned = vec![0u128; size.div_ceil(std::mem::size_of::<u128>())];
-            copy(aligned.as_mut_ptr().cast())?;
+            read_into(aligned.as_mut_ptr().cast())?;
             // SAFETY: `aligned` spans at least `size` initialised bytes.
             let bytes = unsafe { std::slice::from_raw_parts(aligned.as_ptr().cast::<u8>(), size) };
             out.copy_from_slice(bytes);
@@ -392,10 +376,7 @@ pub(super) fn from_host(
     args.device = device_ptr;
     // SAFETY: `data` holds exactly the bytes the shape needs (checked above)
     // and stays borrowed until `done_with_host_buffer` has fired below.
-    plugin.check(
-        unsafe { from_host(&mut args) },
-        "PJRT_Client_BufferFromHostBuffer",
-    )?;
+    unsafe { plugin.call(from_host, &mut args, "PJRT_Client_BufferFromHostBuffer") }?;
     let mut buffer = Buffer::adopt(client, args.buffer);
     let _ = buffer.device.set(device);
     plugin.await_event(
@@ -425,7 +406,7 @@ pub(super) fn copy_to_device(
     args.dst_device = device_ptr;
     // SAFETY: valid args for a live buffer and a device of its client; the
     // copy is a new buffer owned by us.
-    plugin.check(unsafe { copy(&mut args) }, "PJRT_Buffer_CopyToDevice")?;
+    unsafe { plugin.call(copy, &mut args, "PJRT_Buffer_CopyToDevice") }?;
     let mut out = Buffer::adopt(client, args.dst_buffer);
     let _ = out.device.set(device);
     if buffer.shape.dynamic_dims.is_empty() {

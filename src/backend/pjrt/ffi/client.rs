@@ -66,8 +66,7 @@ impl Drop for ClientInner {
             args.client = self.raw;
             // SAFETY: no buffer or executable of this client is alive (each
             // holds an Arc to us), and the client is never used again.
-            let err = unsafe { destroy(&mut args) };
-            let _ = self.plugin.check(err, "PJRT_Client_Destroy");
+            let _ = unsafe { self.plugin.call(destroy, &mut args, "PJRT_Client_Destroy") };
         }
     }
 }
@@ -179,7 +178,7 @@ impl Client {
         // outlive the call, which copies what it keeps; the key-value
         // callbacks' state is owned by the client made here (`kv`), so it
         // lives as long as the plugin may call them.
-        plugin.check(unsafe { create(&mut args) }, "PJRT_Client_Create")?;
+        unsafe { plugin.call(create, &mut args, "PJRT_Client_Create") }?;
         // From here on `inner` owns the client, so early returns destroy it.
         let mut inner = ClientInner {
             plugin,
@@ -196,7 +195,7 @@ impl Client {
         let mut args = new_args::<sys::ClientPlatformNameArgs>();
         args.client = inner.raw;
         // SAFETY: valid args; the returned string is owned by the client.
-        plugin.check(unsafe { name(&mut args) }, "PJRT_Client_PlatformName")?;
+        unsafe { plugin.call(name, &mut args, "PJRT_Client_PlatformName") }?;
         // SAFETY: pointer and length come from the plugin, valid while the client is.
         let bytes =
             unsafe { plugin_slice(args.platform_name.cast::<u8>(), args.platform_name_size) };
@@ -206,10 +205,7 @@ impl Client {
         let mut args = new_args::<sys::ClientAddressableDevicesArgs>();
         args.client = inner.raw;
         // SAFETY: valid args; the returned array is owned by the client.
-        plugin.check(
-            unsafe { devices(&mut args) },
-            "PJRT_Client_AddressableDevices",
-        )?;
+        unsafe { plugin.call(devices, &mut args, "PJRT_Client_AddressableDevices") }?;
         // SAFETY: as for the platform name.
         let devices =
             unsafe { plugin_slice(args.addressable_devices, args.num_addressable_devices) }
@@ -304,11 +300,11 @@ fn device_id(plugin: &Plugin, device: *mut sys::Device) -> Result<i64, PjrtError
     args.device = device;
     // SAFETY: valid args for a device owned by a live client; the
     // description is owned by the device.
-    plugin.check(unsafe { describe(&mut args) }, "PJRT_Device_GetDescription")?;
+    unsafe { plugin.call(describe, &mut args, "PJRT_Device_GetDescription") }?;
     let id = api_fn!(plugin, PJRT_DeviceDescription_Id)?;
     let mut id_args = new_args::<sys::DeviceDescriptionIdArgs>();
     id_args.device_description = args.device_description;
     // SAFETY: valid args for the description just returned.
-    plugin.check(unsafe { id(&mut id_args) }, "PJRT_DeviceDescription_Id")?;
+    unsafe { plugin.call(id, &mut id_args, "PJRT_DeviceDescription_Id") }?;
     Ok(id_args.id as i64)
 }

@@ -45,8 +45,7 @@ impl Drop for Executable {
             let mut args = new_args::<sys::LoadedExecutableDestroyArgs>();
             args.executable = self.raw;
             // SAFETY: we own the executable and its client is still alive.
-            let err = unsafe { destroy(&mut args) };
-            let _ = plugin.check(err, "PJRT_LoadedExecutable_Destroy");
+            let _ = unsafe { plugin.call(destroy, &mut args, "PJRT_LoadedExecutable_Destroy") };
         }
     }
 }
@@ -64,8 +63,10 @@ impl Drop for UnloadedExecutable<'_> {
             let mut args = new_args::<sys::ExecutableDestroyArgs>();
             args.executable = self.raw;
             // SAFETY: we own this handle; the loaded executable is unaffected.
-            let err = unsafe { destroy(&mut args) };
-            let _ = self.plugin.check(err, "PJRT_Executable_Destroy");
+            let _ = unsafe {
+                self.plugin
+                    .call(destroy, &mut args, "PJRT_Executable_Destroy")
+            };
         }
     }
 }
@@ -102,7 +103,7 @@ pub(super) fn compile(
     args.compile_options_size = compile_options.len();
     // SAFETY: all pointers are valid for the duration of the call, which
     // copies what it keeps.
-    plugin.check(unsafe { compile(&mut args) }, "PJRT_Client_Compile")?;
+    unsafe { plugin.call(compile, &mut args, "PJRT_Client_Compile") }?;
     let mut executable = Executable {
         client: client.clone(),
         raw: args.executable,
@@ -146,10 +147,7 @@ impl Executable {
         let mut args = new_args::<sys::LoadedExecutableGetExecutableArgs>();
         args.loaded_executable = self.raw;
         // SAFETY: valid args for a live loaded executable.
-        plugin.check(
-            unsafe { get(&mut args) },
-            "PJRT_LoadedExecutable_GetExecutable",
-        )?;
+        unsafe { plugin.call(get, &mut args, "PJRT_LoadedExecutable_GetExecutable") }?;
         let unloaded = UnloadedExecutable {
             plugin,
             raw: args.executable,
@@ -159,7 +157,7 @@ impl Executable {
         let mut args = new_args::<sys::ExecutableNumOutputsArgs>();
         args.executable = unloaded.raw;
         // SAFETY: valid args for a live executable handle.
-        plugin.check(unsafe { count(&mut args) }, "PJRT_Executable_NumOutputs")?;
+        unsafe { plugin.call(count, &mut args, "PJRT_Executable_NumOutputs") }?;
         Ok(args.num_outputs)
     }
 
@@ -261,10 +259,7 @@ impl Executable {
         // SAFETY: every pointer refers to live locals sized as declared
         // (`num_outputs` slots, one event slot); argument buffers are live
         // and owned by this executable's client.
-        plugin.check(
-            unsafe { execute(&mut call) },
-            "PJRT_LoadedExecutable_Execute",
-        )?;
+        unsafe { plugin.call(execute, &mut call, "PJRT_LoadedExecutable_Execute") }?;
 
         // Own the event and every result, even after an error, so nothing
         // leaks on failure.

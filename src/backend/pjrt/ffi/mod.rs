@@ -40,6 +40,7 @@ mod client;
 mod compile_options;
 mod event;
 mod executable;
+mod guard;
 mod kv;
 mod replicas;
 mod sys;
@@ -195,13 +196,12 @@ impl Plugin {
         if let Ok(initialize) = api_fn!(plugin, PJRT_Plugin_Initialize) {
             let mut args = new_args::<sys::PluginInitializeArgs>();
             // SAFETY: valid args struct; called once per process per library.
-            let err = unsafe { initialize(&mut args) };
-            plugin
-                .check(err, "PJRT_Plugin_Initialize")
-                .map_err(|e| PjrtError {
+            unsafe { plugin.call(initialize, &mut args, "PJRT_Plugin_Initialize") }.map_err(
+                |e| PjrtError {
                     code: e.code,
                     ..fail(e.message)
-                })?;
+                },
+            )?;
         }
         let plugin = Arc::new(plugin);
         loaded.insert(key, plugin.clone());
@@ -283,11 +283,11 @@ impl Plugin {
 
     fn destroy_error(&self, err: *mut sys::Error) {
         // Without the entry the error leaks, which is the only safe option.
-        if let Ok(destroy) = api_fn!(self, PJRT_Error_Destroy) {
+        if let Ok(free) = api_fn!(self, PJRT_Error_Destroy) {
             let mut args = new_args::<sys::ErrorDestroyArgs>();
             args.error = err;
             // SAFETY: we own `err` and never use it again.
-            unsafe { destroy(&mut args) };
+            unsafe { free(&mut args) };
         }
     }
 
@@ -302,14 +302,14 @@ impl Plugin {
             let mut args = new_args::<sys::EventArgs>();
             args.event = event;
             // SAFETY: `event` is live until destroyed below.
-            self.check(unsafe { wait(&mut args) }, function)?;
+            unsafe { self.call(wait, &mut args, function) }?;
             // Await already returns the status; Event_Error is asked as well
             // because the header documents it as the event's status of record.
             if let Ok(status) = api_fn!(self, PJRT_Event_Error) {
                 let mut args = new_args::<sys::EventArgs>();
                 args.event = event;
                 // SAFETY: as above; the event is ready, as Event_Error requires.
-                self.check(unsafe { status(&mut args) }, function)?;
+                unsafe { self.call(status, &mut args, function) }?;
             }
             Ok(())
         })();
@@ -324,8 +324,7 @@ impl Plugin {
             let mut args = new_args::<sys::EventArgs>();
             args.event = event;
             // SAFETY: the caller owns `event` and never uses it again.
-            let err = unsafe { destroy(&mut args) };
-            let _ = self.check(err, "PJRT_Event_Destroy");
+            let _ = unsafe { self.call(destroy, &mut args, "PJRT_Event_Destroy") };
         }
     }
 }

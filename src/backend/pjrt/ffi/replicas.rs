@@ -42,10 +42,7 @@ impl Executable {
         args.executable = self.raw;
         // SAFETY: valid args for a live loaded executable; the returned
         // array is owned by it.
-        plugin.check(
-            unsafe { get(&mut args) },
-            "PJRT_LoadedExecutable_AddressableDevices",
-        )?;
+        unsafe { plugin.call(get, &mut args, "PJRT_LoadedExecutable_AddressableDevices") }?;
         // SAFETY: pointer and length from the plugin, valid while the
         // executable is.
         let devices =
@@ -178,9 +175,9 @@ impl Executable {
             // SAFETY: `n` argument lists of `num_args` live buffers of
             // this client, `n` output lists of `num_outputs` slots and `n`
             // event slots, all locals that outlive the call.
-            unsafe { execute(&mut call) }
+            unsafe { plugin.call(execute, &mut call, "PJRT_LoadedExecutable_Execute") }
         };
-        plugin.check(launched, "PJRT_LoadedExecutable_Execute")?;
+        launched?;
 
         // Own every event and result, even after an error, so nothing
         // leaks on failure.
