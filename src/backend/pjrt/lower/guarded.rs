@@ -33,9 +33,11 @@ use super::{node_ty, Ctx};
 use crate::ir::program::Program;
 use crate::ir::{Dot, Op};
 
-/// Below this many elements in the raw operand, a select over it costs
-/// less than the conditional's synchronization (a host read of the
-/// predicate between two kernels), so both operands are zeroed.
+/// Below this many elements in the raw operand, both operands are zeroed:
+/// the select saved is small, and the check adds three small ops (the
+/// finiteness test, the conditional, the mask handed to its slow path).
+/// Not tuned: the detector's features (65,536 elements) gain, and the
+/// small products of the tests keep their plain form.
 const MIN_RAW: i64 = 4096;
 
 /// An operand of a product.
