@@ -230,3 +230,88 @@ backend_test! {
         assert_eq!(rows.to_vec::<f32>().unwrap(), flat);
     }
 }
+
+/// `got` equals `want` elementwise: the same value (infinities included),
+/// both NaN, or within `tol` (absolute + relative).
+fn assert_same(got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
+        assert!(ok, "element {i}: got {g}, want {w} (got {got:?})");
+    }
+}
+
+backend_test! {
+    fn a_weight_gradient_over_a_zone_ignores_what_the_unselected_rows_hold() {
+        // A layer applied to the rows a zone selects, as the detector's box
+        // head: its weight gradient contracts the zone, and the rows left
+        // out (the zone's padding when it is lowered as a mask) may hold
+        // anything. Large enough that the product zeroes only the gradient
+        // side and checks its result (lower/guarded.rs): infinities and NaN
+        // outside the zone must not reach it, inside they must.
+        const ROWS: usize = 512;
+        const F: usize = 8;
+        let wv: Vec<f32> = (0..F * 2).map(|k| 0.25 * (k as f32) - 1.5).collect();
+        let score: Vec<f32> = (0..ROWS).map(|i| (i % 3 == 0) as u8 as f32).collect();
+        let base: Vec<f32> = (0..ROWS * F)
+            .map(|k| ((k / F * 7 + k % F * 3) % 11) as f32 * 0.1 - 0.5)
+            .collect();
+        // (loss, weight gradient) on `f`, and the program's text.
+        let run = |f: &[f32]| {
+            let w = Tensor::from_vec(wv.clone(), &[F, 2]).unwrap().requires_grad(true);
+            let x = Tensor::from_vec(f.to_vec(), &[ROWS, F]).unwrap();
+            let s = Tensor::from_vec(score.clone(), &[ROWS]).unwrap();
+            // The rows dropped before the step: a live one is a result,
+            // which packs the zone.
+            let loss = {
+                let rows = x.index_select(0, &s.gt_scalar(0.5).nonzero().flatten());
+                rows.matmul(&w).square().mean()
+            };
+            loss.backward();
+            let g = w.grad().expect("a gradient");
+            let text = lazyxla::debug::stablehlo_text(&[&loss, &g]).unwrap();
+            mark_step().unwrap();
+            (loss.to_vec::<f32>().unwrap(), g.to_vec::<f32>().unwrap(), text)
+        };
+        // The same in f32 on the host, over the selected rows only.
+        let want = |f: &[f32]| {
+            let kept: Vec<&[f32]> = (0..ROWS)
+                .filter(|&i| score[i] > 0.5)
+                .map(|i| &f[i * F..(i + 1) * F])
+                .collect();
+            let n = (kept.len() * 2) as f32;
+            let (mut loss, mut grad) = (0.0f32, vec![0.0f32; F * 2]);
+            for r in &kept {
+                for j in 0..2 {
+                    let y: f32 = (0..F).map(|k| r[k] * wv[k * 2 + j]).sum();
+                    loss += y * y / n;
+                    for k in 0..F {
+                        grad[k * 2 + j] += 2.0 * y * r[k] / n;
+                    }
+                }
+            }
+            (vec![loss], grad)
+        };
+        let (loss, g, text) = run(&base);
+        assert!(text.contains("stablehlo.if"), "{text}");
+        let (wl, wg) = want(&base);
+        assert_same(&loss, &wl, 1e-4);
+        assert_same(&g, &wg, 1e-4);
+        // Infinities and NaN in rows the zone leaves out: the same result.
+        let mut poisoned = base.clone();
+        for i in (0..ROWS).filter(|i| i % 3 != 0) {
+            poisoned[i * F + i % F] = [f32::INFINITY, f32::NAN, f32::NEG_INFINITY][i % 3];
+        }
+        let (loss, g, _) = run(&poisoned);
+        assert_same(&loss, &wl, 1e-4);
+        assert_same(&g, &wg, 1e-4);
+        assert!(g.iter().all(|v| v.is_finite()), "{g:?}");
+        // An infinity in a selected row reaches the loss and the gradient.
+        poisoned[3 * F + 4] = f32::INFINITY;
+        let (loss, g, _) = run(&poisoned);
+        let (wl, wg) = want(&poisoned);
+        assert!(!wg.iter().all(|v| v.is_finite()));
+        assert_same(&loss, &wl, 1e-4);
+        assert_same(&g, &wg, 1e-4);
+    }
+}

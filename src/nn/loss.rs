@@ -36,11 +36,14 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 }
 
 /// Binary cross entropy on logits, computed stably:
-/// `max(x, 0) - x·t + log(1 + exp(-|x|))`.
+/// `max(x, 0) - x·t + log1p(exp(-|x|))`.
 pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor) -> Tensor {
     let t = target.to_dtype(logits.dtype());
     let x = logits;
-    let loss = &(&x.relu() - &(x * &t)) + &((x.abs().neg().exp()) + 1.0).log();
+    // `log1p`, not `log(1 + e)`: exact for small `e`, and the forward's
+    // `1 + e` is not a value the backward's `1 / (1 + e)` shares, which
+    // XLA wrote out as an extra pass (the detector's objectness).
+    let loss = &(&x.relu() - &(x * &t)) + &x.abs().neg().exp().log1p();
     loss.mean()
 }
 

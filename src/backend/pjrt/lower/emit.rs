@@ -398,6 +398,12 @@ impl Builder {
 
     /// Closes a block, yielding `values`.
     pub fn end_block(&mut self, values: &[V]) {
+        self.yield_values(values);
+        self.indent -= 1;
+    }
+
+    /// Ends a region by yielding `values` (`stablehlo.return`).
+    pub fn yield_values(&mut self, values: &[V]) {
         let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
         let tys: Vec<String> = values.iter().map(|v| v.ty.mlir()).collect();
         self.push(format!(
@@ -405,7 +411,37 @@ impl Builder {
             names.join(", "),
             tys.join(", ")
         ));
+    }
+
+    /// Opens a `stablehlo.if` on the i1 scalar `pred`; returns its result
+    /// name. Then come its two regions, the one taken when `pred` holds
+    /// and the other, each ended by [`yield_values`](Builder::yield_values)
+    /// and separated by [`else_region`](Builder::else_region), and
+    /// [`close_if`](Builder::close_if). The regions see the enclosing
+    /// body's values; what a region defines is not visible after it.
+    pub fn open_if(&mut self, pred: &V) -> String {
+        let r = self.fresh();
+        self.push(format!("{r} = \"stablehlo.if\"({}) ({{", pred.name));
+        self.indent += 1;
+        r
+    }
+
+    /// Between the two regions of a `stablehlo.if`.
+    pub fn else_region(&mut self) {
         self.indent -= 1;
+        self.push("}, {".into());
+        self.indent += 1;
+    }
+
+    /// Closes the `stablehlo.if` named `r` on `pred`, whose regions yield
+    /// one value of type `ty`; returns it.
+    pub fn close_if(&mut self, r: &str, pred: &V, ty: Ty) -> V {
+        self.indent -= 1;
+        self.push(format!("}}) : ({}) -> {}", pred.ty.mlir(), ty.mlir()));
+        V {
+            name: r.to_string(),
+            ty,
+        }
     }
 
     /// Between the regions of a multi-region op.

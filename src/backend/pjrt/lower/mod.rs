@@ -40,6 +40,7 @@ mod collective;
 mod conv;
 mod dynamic;
 mod emit;
+mod guarded;
 mod index;
 mod loops;
 mod masked;

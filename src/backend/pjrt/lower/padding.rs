@@ -61,18 +61,22 @@ impl Ctx<'_> {
         self.pads.entry(v.name.clone()).or_default().zero = dims.to_vec();
     }
 
+    /// True when dim `d` of `x` has padding (it is dynamic or masked).
+    pub(super) fn is_padded(&self, x: &V, d: usize) -> bool {
+        x.ty.dynamic[d]
+            || self
+                .pads
+                .get(&x.name)
+                .is_some_and(|p| p.masked.iter().any(|m| m.0 == d))
+    }
+
     /// True when `x`'s padding is known to be zero along every dim of
     /// `dims` (a dim without padding counts).
     pub(super) fn zero_known(&self, x: &V, dims: &[usize]) -> bool {
-        let masked = |d: usize| {
-            self.pads
-                .get(&x.name)
-                .is_some_and(|p| p.masked.iter().any(|m| m.0 == d))
-        };
         let padded: Vec<usize> = dims
             .iter()
             .copied()
-            .filter(|&d| x.ty.dynamic[d] || masked(d))
+            .filter(|&d| self.is_padded(x, d))
             .collect();
         padded.is_empty()
             || self

@@ -2,6 +2,7 @@
 //! the padding set to a value that cannot change the result.
 
 use super::emit::{list, Builder, Elt, Ty, V};
+use super::guarded::Side;
 use super::Ctx;
 use crate::ir::program::Program;
 use crate::ir::CmpOp;
@@ -120,13 +121,23 @@ impl Ctx<'_> {
     /// operands and the result). The padding of every dynamic contracted
     /// dim is zeroed in both operands: zero in one alone would not do, as
     /// the other's unspecified padding may hold infinities or NaNs, and
-    /// `0 * inf` is NaN. Padding along free and batch dims only reaches the
-    /// result's padding, so it is left as it is.
+    /// `0 * inf` is NaN; or, where `guarded` applies, in the smaller
+    /// operand alone, the result checked. Padding along free and batch
+    /// dims only reaches the result's padding, so it is left as it is.
     pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty) -> V {
         let sa = self.sizes_of(a);
         let sb = self.sizes_of(b);
-        let az = self.zero_padding_along(a, &sa, &dot.lhs_contract);
-        let bz = self.zero_padding_along(b, &sb, &dot.rhs_contract);
+        let raw = self.raw_side_of(a, b, dot, ty);
+        let az = if raw == Some(Side::Lhs) {
+            self.padded(a, None)
+        } else {
+            self.zero_padding_along(a, &sa, &dot.lhs_contract)
+        };
+        let bz = if raw == Some(Side::Rhs) {
+            self.padded(b, None)
+        } else {
+            self.zero_padding_along(b, &sb, &dot.rhs_contract)
+        };
         let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
         let batch: Vec<i64> = (0..dot.batch as i64).collect();
         let mut dn = Vec::new();
@@ -145,7 +156,10 @@ impl Ctx<'_> {
             ));
         }
         let attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
-        let out = self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound());
+        let out = match raw {
+            None => self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound()),
+            Some(side) => self.checked_dot(side, (a, &sa, &az), (b, &sb, &bz), dot, &attrs, ty),
+        };
         // The result's dims in order: batch and lhs free dims (sizes from
         // the lhs), then rhs free dims (from the rhs).
         let mut sizes: Vec<Option<V>> = sa[..dot.batch].to_vec();

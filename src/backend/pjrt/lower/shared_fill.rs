@@ -22,6 +22,7 @@
 //! 1.07x–1.12x on the 0.11.2 plugin (benches/README.md).
 
 use super::emit::{Elt, V};
+use super::guarded::{self, Side};
 use super::Ctx;
 use crate::ir::program::Program;
 use crate::ir::{Op, ReduceKind};
@@ -33,7 +34,7 @@ pub(super) fn zero_once(program: &Program) -> Vec<Option<Vec<usize>>> {
     let n = program.nodes.len();
     let mut uses = vec![0usize; n];
     let mut wants: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for node in &program.nodes {
+    for (i, node) in program.nodes.iter().enumerate() {
         for &j in &node.inputs {
             uses[j] += 1;
         }
@@ -45,8 +46,15 @@ pub(super) fn zero_once(program: &Program) -> Vec<Option<Vec<usize>>> {
             }
         };
         if let Op::Dot(dot) = &node.op {
-            want(node.inputs[0], &dot.lhs_contract);
-            want(node.inputs[1], &dot.rhs_contract);
+            // A checked product leaves its larger operand's padding as it
+            // is (`guarded`).
+            let raw = guarded::program_raw_side(program, i);
+            if raw != Some(Side::Lhs) {
+                want(node.inputs[0], &dot.lhs_contract);
+            }
+            if raw != Some(Side::Rhs) {
+                want(node.inputs[1], &dot.rhs_contract);
+            }
         } else if let Op::Reduce {
             kind: ReduceKind::Sum,
             dims,

@@ -1,0 +1,172 @@
+//! Products that contract padding: one operand zeroed, the result checked.
+//!
+//! A product that contracts a dim with padding (a dynamic dim, or a zone
+//! lowered as a mask) must keep the padding out of every real result.
+//! Zeroing the padding of one operand does not do on its own: the other
+//! operand's padding is unspecified (a masked zone's padding is the
+//! source's unselected elements, the user's data, infinities and NaN
+//! included), and `0 * inf` is NaN. Zeroing both writes a selected copy
+//! of each; for the weight gradient of a layer applied to a zone of a
+//! large input (the detector's box head: `[4096, 16]` features of which
+//! the positives are the zone) that copy costs more than the product.
+//!
+//! So where the rule applies ([`raw_side`]) the lowering zeroes the
+//! padding of the smaller operand only, contracts it with the larger one
+//! as it is, and checks that *fast* result. Every padding term of the
+//! fast result is `0 * p`, with `p` an element of the raw operand's
+//! padding: `±0` when `p` is finite, NaN when it is not, and a sum with a
+//! NaN term is NaN. So a fast result whose elements are all finite saw
+//! only finite padding and is exact (the terms `±0` add nothing; at most
+//! a zero result's sign differs). Otherwise (a non-finite padding
+//! element, or a non-finite real one, or an overflow) a `stablehlo.if`
+//! computes the product again with both operands zeroed, as a product
+//! without the rule does: the slow path runs only on non-finite data. A
+//! kernel that skips zero terms gives the exact result directly.
+//!
+//! The rule applies to float products whose result has no padding (the
+//! check would read the result's unspecified padding), which is no larger
+//! than the raw operand (checking it costs less than the fill it saves),
+//! and whose raw operand has at least [`MIN_RAW`] elements.
+
+use super::emit::{Elt, Ty, V};
+use super::{node_ty, Ctx};
+use crate::ir::program::Program;
+use crate::ir::{Dot, Op};
+
+/// Below this many elements in the raw operand, both operands are zeroed:
+/// the select saved is small, and the check adds three small ops (the
+/// finiteness test, the conditional, the mask handed to its slow path).
+/// Not tuned: the detector's features (65,536 elements) gain, and the
+/// small products of the tests keep their plain form.
+const MIN_RAW: i64 = 4096;
+
+/// An operand of a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Side {
+    Lhs,
+    Rhs,
+}
+
+/// What [`raw_side`] reads of a product.
+pub(super) struct Shapes {
+    /// The product is of floats.
+    pub float: bool,
+    /// Some contracted dim has padding.
+    pub contract_padded: bool,
+    /// Some result dim has padding.
+    pub out_padded: bool,
+    /// Elements of the lhs, the rhs and the result at their bounds.
+    pub lhs: i64,
+    pub rhs: i64,
+    pub out: i64,
+}
+
+/// The operand whose padding a product leaves as it is (the larger one),
+/// when the rule of the module docs applies.
+pub(super) fn raw_side(s: &Shapes) -> Option<Side> {
+    if !s.float || !s.contract_padded || s.out_padded {
+        return None;
+    }
+    let (side, n) = if s.rhs >= s.lhs {
+        (Side::Rhs, s.rhs)
+    } else {
+        (Side::Lhs, s.lhs)
+    };
+    (n >= MIN_RAW && s.out <= n).then_some(side)
+}
+
+/// [`raw_side`] for node `i` of `program`, a `Dot`, from its shapes: the
+/// operand that no fill of this product zeroes (`shared_fill`).
+pub(super) fn program_raw_side(program: &Program, i: usize) -> Option<Side> {
+    let n = &program.nodes[i];
+    let Op::Dot(dot) = &n.op else {
+        return None;
+    };
+    let (a, b) = (&program.nodes[n.inputs[0]], &program.nodes[n.inputs[1]]);
+    let padded = |shape: &[crate::symint::SizeExpr], d: usize| shape[d].as_const().is_none();
+    raw_side(&Shapes {
+        float: n.dtype.is_float(),
+        contract_padded: dot.lhs_contract.iter().any(|&d| padded(&a.shape, d))
+            || dot.rhs_contract.iter().any(|&d| padded(&b.shape, d)),
+        out_padded: (0..n.shape.len()).any(|d| padded(&n.shape, d)),
+        lhs: node_ty(a.dtype, &a.shape).numel(),
+        rhs: node_ty(b.dtype, &b.shape).numel(),
+        out: node_ty(n.dtype, &n.shape).numel(),
+    })
+}
+
+impl Ctx<'_> {
+    /// [`raw_side`] for the product of `a` and `b` by `dot` into `ty`, as
+    /// lowered: none when the larger operand's padding is zero already.
+    pub(super) fn raw_side_of(&self, a: &V, b: &V, dot: &Dot, ty: &Ty) -> Option<Side> {
+        let free_padded = |x: &V, contract: &[usize]| {
+            (0..x.ty.rank()).any(|d| !contract.contains(&d) && self.is_padded(x, d))
+        };
+        let side = raw_side(&Shapes {
+            float: ty.elt.is_float(),
+            contract_padded: dot.lhs_contract.iter().any(|&d| self.is_padded(a, d))
+                || dot.rhs_contract.iter().any(|&d| self.is_padded(b, d)),
+            out_padded: ty.is_dynamic()
+                || free_padded(a, &dot.lhs_contract)
+                || free_padded(b, &dot.rhs_contract),
+            lhs: a.ty.numel(),
+            rhs: b.ty.numel(),
+            out: ty.numel(),
+        })?;
+        let (raw, dims) = match side {
+            Side::Lhs => (a, &dot.lhs_contract),
+            Side::Rhs => (b, &dot.rhs_contract),
+        };
+        (!self.zero_known(raw, dims)).then_some(side)
+    }
+
+    /// The product `dot_general(az, bz)` (attributes `attrs`) where the
+    /// `raw` operand's static view still holds its padding, checked as the
+    /// module docs say: when the fast result is not all finite, the
+    /// product of `a` and `b` (sizes `sa`, `sb`) both zeroed along `dot`'s
+    /// contracted dims.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn checked_dot(
+        &mut self,
+        raw: Side,
+        (a, sa, az): (&V, &[Option<V>], &V),
+        (b, sb, bz): (&V, &[Option<V>], &V),
+        dot: &Dot,
+        attrs: &str,
+        ty: &Ty,
+    ) -> V {
+        let out = ty.bound();
+        let fast = self.b.op("dot_general", &[az, bz], attrs, out.clone());
+        let ok = self.all_finite(&fast);
+        let r = self.b.open_if(&ok);
+        self.b.yield_values(&[fast]);
+        self.b.else_region();
+        // Defined in the region: the zeroed copy is written only when the
+        // slow path runs.
+        let zero = ty.elt.literal(0.0);
+        let slow = match raw {
+            Side::Lhs => {
+                let a0 = self.padded_along(a, sa, &zero, &dot.lhs_contract);
+                self.b.op("dot_general", &[&a0, bz], attrs, out.clone())
+            }
+            Side::Rhs => {
+                let b0 = self.padded_along(b, sb, &zero, &dot.rhs_contract);
+                self.b.op("dot_general", &[az, &b0], attrs, out.clone())
+            }
+        };
+        self.b.yield_values(&[slow]);
+        self.b.close_if(&r, &ok, out)
+    }
+
+    /// An i1 scalar: every element of the static `x` is finite.
+    fn all_finite(&mut self, x: &V) -> V {
+        let fin = self.b.op("is_finite", &[x], "", x.ty.with_elt(Elt::I1));
+        if x.ty.rank() == 0 {
+            return fin;
+        }
+        let yes = self.b.scalar(1.0, Elt::I1);
+        let dims: Vec<usize> = (0..x.ty.rank()).collect();
+        self.b
+            .reduce(&fin, &yes, &dims, |b, p, q| b.bin("and", p, q))
+    }
+}
