@@ -478,3 +478,43 @@ fn a_donated_argument_becomes_the_result_and_is_deleted() {
     assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
     drop(a);
 }
+
+/// On the CPU plugins a buffer is read in place (a memcpy from its host
+/// memory once it is ready), not through a transfer on the plugin's
+/// worker threads; the read still waits for the program that writes it
+/// and still fails on a buffer that was donated.
+#[test]
+fn reads_in_place_wait_for_their_program_and_refuse_a_donated_buffer() {
+    let Some(c) = client() else { return };
+    let exe = compile(c, ADD_F32);
+    let a = f32s(c, &[1.0, 2.0, 3.0], &[3]);
+    // Twenty executions chained, none awaited: the read waits for the last.
+    let (mut out, _) = exe.execute_async(&[&a, &a]).unwrap();
+    for _ in 0..20 {
+        let x = out.pop().unwrap();
+        (out, _) = exe.execute_async(&[&x, &x]).unwrap();
+    }
+    let mut bytes = [0u8; 12];
+    assert!(
+        out[0].read_in_place(&mut bytes).unwrap(),
+        "the CPU plugins keep buffers in host memory"
+    );
+    assert_eq!(to_f32(&bytes), [1.0, 2.0, 3.0].map(|v| v * 2f32.powi(21)));
+    // Not the buffer's byte size: nothing read, the caller transfers.
+    assert!(!out[0].read_in_place(&mut [0u8; 8]).unwrap());
+    let mut into = [0u8; 12];
+    out[0].to_host_into(&mut into).unwrap();
+    assert_eq!(into, bytes);
+
+    let exe = compile(c, ALIASED_ADD);
+    let (b, d) = (f32s(c, &[1.0; 3], &[3]), f32s(c, &[1.0; 3], &[3]));
+    let (sum, done) = exe.execute_async_donating(&[&d, &b], &[0]).unwrap();
+    done.wait().unwrap();
+    // Whether the plugin refuses the address or the readiness, nothing is
+    // read in place, and the transfer reports the deletion.
+    assert!(!matches!(d.read_in_place(&mut bytes), Ok(true)));
+    let e = d.to_host_into(&mut bytes).unwrap_err().to_string();
+    assert!(e.contains("delete") || e.contains("donat"), "{e}");
+    sum[0].to_host_into(&mut bytes).unwrap();
+    assert_eq!(to_f32(&bytes), [2.0; 3]);
+}

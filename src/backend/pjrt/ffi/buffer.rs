@@ -200,51 +200,100 @@ impl Buffer {
         (args.buffer_pointer != 0).then_some(args.buffer_pointer)
     }
 
-    /// Reads the first `out.len()` bytes of a buffer in host memory
-    /// directly, when the plugin keeps it there (`PJRT_Buffer_IsOnCpu`, the
-    /// CPU plugin); false when it does not, or cannot say (read it with
-    /// [`Buffer::to_host_exact`] then). A transfer through the plugin costs
-    /// tens of microseconds on the CPU plugin even for a few bytes.
-    ///
-    /// # Safety
-    /// The buffer must be ready (the execution that defines it has
-    /// completed), hold at least `out.len()` bytes, and be dense.
-    pub unsafe fn read_on_cpu(&self, out: &mut [u8]) -> bool {
+    /// The address of the buffer's memory when the plugin keeps it in
+    /// host memory (`PJRT_Buffer_IsOnCpu`, then
+    /// `PJRT_Buffer_UnsafePointer`: the CPU plugins); `None` when it does
+    /// not, or cannot say.
+    fn host_address(&self) -> Option<usize> {
         let plugin = &self.client.plugin;
-        let (Ok(is_on_cpu), Ok(pointer)) = (
-            api_fn!(plugin, PJRT_Buffer_IsOnCpu),
-            api_fn!(plugin, PJRT_Buffer_UnsafePointer),
-        ) else {
-            return false;
-        };
+        let is_on_cpu = api_fn!(plugin, PJRT_Buffer_IsOnCpu).ok()?;
         let mut args = new_args::<sys::BufferIsOnCpuArgs>();
         args.buffer = self.raw;
         // SAFETY: valid args for a live buffer.
         if unsafe { plugin.call(is_on_cpu, &mut args, "PJRT_Buffer_IsOnCpu") }.is_err()
             || !args.is_on_cpu
         {
-            return false;
+            return None;
         }
-        let mut args = new_args::<sys::BufferUnsafePointerArgs>();
+        self.memory_address()
+    }
+
+    /// Blocks until the buffer's contents are defined (the execution or
+    /// transfer that writes it has completed: `PJRT_Buffer_ReadyEvent`);
+    /// the error is that work's failure, or the buffer's (deleted or
+    /// donated). Awaiting a buffer that is ready already costs no thread
+    /// handoff.
+    pub fn wait_ready(&self) -> Result<(), PjrtError> {
+        let plugin = &self.client.plugin;
+        let ready = api_fn!(plugin, PJRT_Buffer_ReadyEvent)?;
+        let mut args = new_args::<sys::BufferReadyEventArgs>();
         args.buffer = self.raw;
-        // SAFETY: valid args for a live buffer.
-        if unsafe { plugin.call(pointer, &mut args, "PJRT_Buffer_UnsafePointer") }.is_err()
-            || args.buffer_pointer == 0
+        // SAFETY: valid args for a live buffer; the event is ours to
+        // destroy, which `await_event` does.
+        unsafe { plugin.call(ready, &mut args, "PJRT_Buffer_ReadyEvent") }?;
+        plugin.await_event(args.event, "PJRT_Buffer_ReadyEvent")
+    }
+
+    /// Copies the whole buffer into `out` from its host memory, once it is
+    /// ready, when the plugin keeps it there (the CPU plugins): `Ok(false)`
+    /// when it does not (or cannot say), or when the buffer is not a dense
+    /// static array of exactly `out.len()` bytes; then nothing was copied.
+    ///
+    /// A transfer through the plugin (`PJRT_Buffer_ToHostBuffer`) hands
+    /// the copy to one of the plugin's worker threads and wakes the caller
+    /// when it is done: ~50 µs on the CPU plugins even for 4 bytes, where
+    /// this is a memcpy (what JAX does on CPU: its arrays read a CPU
+    /// buffer in place).
+    pub fn read_in_place(&self, out: &mut [u8]) -> Result<bool, PjrtError> {
+        if !self.shape.dynamic_dims.is_empty()
+            || dense_byte_size(self.element_type(), self.dims()).ok() != Some(out.len())
         {
-            return false;
+            return Ok(false);
         }
+        let Some(address) = self.host_address() else {
+            return Ok(false);
+        };
+        self.wait_ready()?;
+        if !out.is_empty() {
+            // SAFETY: the plugin keeps this buffer in host memory at
+            // `address`, dense and row-major (lazyxla asks for no other
+            // layout, and a static PJRT CPU buffer has the default one),
+            // `out.len()` bytes long (checked above); it is ready (awaited
+            // above) and immutable, and alive while `self` is.
+            let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, out.len()) };
+            out.copy_from_slice(bytes);
+        }
+        Ok(true)
+    }
+
+    /// Reads the first `out.len()` bytes of a buffer in host memory
+    /// directly, when the plugin keeps it there (`PJRT_Buffer_IsOnCpu`, the
+    /// CPU plugin); false when it does not, or cannot say (read it with
+    /// [`Buffer::to_host_exact`] then). See [`Buffer::read_in_place`] for
+    /// the safe form, which waits for the buffer.
+    ///
+    /// # Safety
+    /// The buffer must be ready (the execution that defines it has
+    /// completed), hold at least `out.len()` bytes, and be dense.
+    pub unsafe fn read_on_cpu(&self, out: &mut [u8]) -> bool {
+        let Some(address) = self.host_address() else {
+            return false;
+        };
         // SAFETY: host memory of a ready, dense buffer of at least
         // `out.len()` bytes (the caller's contract), alive while `self` is.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(args.buffer_pointer as *const u8, out.len()) };
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, out.len()) };
         out.copy_from_slice(bytes);
         true
     }
 
     /// Copies a small buffer whose byte size the caller knows (a size
-    /// scalar, a check status) into `out`: one transfer, where
+    /// scalar, a check status) into `out`: in place where the plugin
+    /// allows it ([`Buffer::read_in_place`]), else one transfer, where
     /// [`Buffer::to_host`] first asks the plugin for the size.
     pub fn to_host_exact(&self, out: &mut [u8]) -> Result<(), PjrtError> {
+        if self.read_in_place(out)? {
+            return Ok(());
+        }
         let plugin = &self.client.plugin;
         let to_host = api_fn!(plugin, PJRT_Buffer_ToHostBuffer)?;
         // Aligned for any element type (see `to_host`).
@@ -271,8 +320,9 @@ impl Buffer {
 
     /// Copies the logical contents (dense, row-major, of shape
     /// [`Buffer::unpadded_dims`]) into `out`, which must be exactly their
-    /// byte size and aligned for the element type: one transfer, where
-    /// [`Buffer::to_host`] first asks the plugin for the size.
+    /// byte size and aligned for the element type: in place where the
+    /// plugin allows it ([`Buffer::read_in_place`]), else one transfer,
+    /// where [`Buffer::to_host`] first asks the plugin for the size.
     pub fn to_host_into(&self, out: &mut [u8]) -> Result<(), PjrtError> {
         let expected = dense_byte_size(self.element_type(), self.unpadded_dims())?;
         if out.len() != expected {
@@ -281,7 +331,7 @@ impl Buffer {
                 out.len()
             )));
         }
-        if out.is_empty() {
+        if out.is_empty() || self.read_in_place(out)? {
             return Ok(());
         }
         let plugin = &self.client.plugin;

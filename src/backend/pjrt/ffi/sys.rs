@@ -404,6 +404,17 @@ pub struct BufferUnsafePointerArgs {
     pub buffer_pointer: usize,
 }
 
+/// `PJRT_Buffer_ReadyEvent_Args`.
+#[repr(C)]
+pub struct BufferReadyEventArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub buffer: *mut Buffer,
+    /// Out: fires when the buffer's contents are defined (or failed);
+    /// owned by the caller.
+    pub event: *mut Event,
+}
+
 /// `PJRT_Buffer_CopyToDevice_Args`.
 #[repr(C)]
 pub struct BufferCopyToDeviceArgs {
@@ -479,6 +490,7 @@ args_structs!(
     LoadedExecutableAddressableDevicesArgs,
     BufferIsOnCpuArgs,
     BufferUnsafePointerArgs,
+    BufferReadyEventArgs,
     ErrorDestroyArgs,
     ErrorMessageArgs,
     ErrorGetCodeArgs,
@@ -609,7 +621,7 @@ pub struct Api {
     pub PJRT_Buffer_CopyToDevice: Option<Fallible<BufferCopyToDeviceArgs>>,
     pub PJRT_Buffer_ToHostBuffer: Option<Fallible<BufferToHostBufferArgs>>,
     pub PJRT_Buffer_IsOnCpu: Option<Fallible<BufferIsOnCpuArgs>>,
-    pub PJRT_Buffer_ReadyEvent: Option<Unused>,
+    pub PJRT_Buffer_ReadyEvent: Option<Fallible<BufferReadyEventArgs>>,
     pub PJRT_Buffer_UnsafePointer: Option<Fallible<BufferUnsafePointerArgs>>,
 }
 

@@ -104,4 +104,6 @@ fn field_offsets_match_header_0_114() {
     assert_eq!(size_of::<Api>(), 40 + 8 * 74);
     assert_eq!(size_of::<BufferIsOnCpuArgs>(), 32);
     assert_eq!(size_of::<BufferUnsafePointerArgs>(), 32);
+    assert_eq!(size_of::<BufferReadyEventArgs>(), 32);
+    assert_eq!(offset_of!(Api, PJRT_Buffer_ReadyEvent), 40 + 8 * 72);
 }
