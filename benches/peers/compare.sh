@@ -5,7 +5,7 @@
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
 #   WORKLOAD: topk | resnet | transformer | mlp | detect | zone, or
-#   detect_captured | zone_captured (lazyxla's step captured with
+#   detect_captured | zone_captured | transformer_captured (lazyxla's step captured with
 #   lazyxla::capture, against the same jitted JAX step)
 # BASELINE=<models bench binary> adds a third side, "before": another
 # build's `models` bench (say main's), run in the same rounds.

@@ -29,6 +29,7 @@ pub fn workload(name: &str, steps: usize) -> Option<Step> {
         "topk" => topk(steps),
         "resnet" => resnet_step(steps),
         "transformer" => transformer_step(steps),
+        "transformer_captured" => transformer_captured_step(steps),
         "mlp" => mlp_step(steps, false),
         "mlp_bf16" => mlp_step(steps, true),
         "detect" => detect_step(steps),
@@ -41,7 +42,7 @@ pub fn workload(name: &str, steps: usize) -> Option<Step> {
 
 /// The names [`workload`] knows.
 pub const NAMES: &str =
-    "topk, resnet, transformer, mlp, mlp_bf16, detect, detect_captured, zone, zone_captured";
+    "topk, resnet, transformer, transformer_captured, mlp, mlp_bf16, detect, detect_captured, zone, zone_captured";
 
 /// One SGD step (momentum 0.9) of the small ResNet (`examples/models`),
 /// batch 32 of 3x32x32 images, 10 classes, the loss read.
@@ -92,17 +93,55 @@ fn topk(steps: usize) -> Step {
 /// vocabulary 1000, width 64, 4 heads, MLP 256; the mean cross-entropy
 /// over the real tokens read. JAX pads by hand to 64 and masks.
 fn transformer_step(steps: usize) -> Step {
-    const B: usize = 16;
-    const T: usize = 64;
-    const VOCAB: usize = 1000;
+    let (net, mut opt, data) = transformer_setup(steps);
+    Box::new(move |i| {
+        let [tokens, targets] = transformer_inputs(&data[i]);
+        opt.zero_grad();
+        let loss = transformer_loss(&net, &tokens, &targets);
+        loss.backward();
+        opt.step();
+        mark_step().unwrap();
+        loss.item::<f32>().unwrap() as f64
+    })
+}
+
+/// [`transformer_step`] captured once with `lazyxla::capture` and
+/// replayed: one recording serves every length, since a variant is keyed
+/// by the inputs' bounds (JAX's twin is the same jitted step).
+fn transformer_captured_step(steps: usize) -> Step {
+    let (net, mut opt, data) = transformer_setup(steps);
+    let mut step = lazyxla::capture(move |x: &[Tensor]| {
+        opt.zero_grad();
+        let loss = transformer_loss(&net, &x[0], &x[1]);
+        loss.backward();
+        opt.step();
+        vec![loss]
+    });
+    Box::new(move |i| {
+        let inputs = transformer_inputs(&data[i]);
+        let out = step.run(&inputs).unwrap();
+        out[0].item::<f32>().unwrap() as f64
+    })
+}
+
+const TB: usize = 16;
+const TMAX: usize = 64;
+const VOCAB: usize = 1000;
+
+/// One step's tokens and targets, `TB` rows of the step's length.
+type TransformerData = (usize, Vec<i64>, Vec<i64>);
+
+/// The block, its optimizer and the inputs of steps `0..=steps`, whose
+/// length changes every step (16 to 64).
+fn transformer_setup(steps: usize) -> (transformer::TinyTransformer, Sgd, Vec<TransformerData>) {
     let net = transformer::TinyTransformer::new(VOCAB, 64, 4, 256, 0);
-    let mut opt = Sgd::new(net.parameters(), 0.01);
-    let data: Vec<(usize, Vec<i64>, Vec<i64>)> = (0..=steps as u64)
+    let opt = Sgd::new(net.parameters(), 0.01);
+    let data = (0..=steps as u64)
         .map(|i| {
-            let len = T / 4 + (uniform(i, 1)[0] * (T - T / 4 + 1) as f32) as usize;
-            let len = len.min(T);
+            let len = TMAX / 4 + (uniform(i, 1)[0] * (TMAX - TMAX / 4 + 1) as f32) as usize;
+            let len = len.min(TMAX);
             let tok = |s| {
-                uniform(s, B * len)
+                uniform(s, TB * len)
                     .iter()
                     .map(|u| (u * VOCAB as f32) as i64)
                     .collect()
@@ -110,29 +149,32 @@ fn transformer_step(steps: usize) -> Step {
             (len, tok(i + 11), tok(i + 13))
         })
         .collect();
-    Box::new(move |i| {
-        let (len, tokens, targets) = &data[i];
-        let tokens = Tensor::from_vec(tokens.clone(), &[B, *len])
-            .unwrap()
-            .mark_dynamic(1, T);
-        let targets = Tensor::from_vec(targets.clone(), &[B, *len])
-            .unwrap()
-            .mark_dynamic_as(1, &tokens, 1);
-        opt.zero_grad();
-        // Per token, as the JAX side: flattening [16, <=64, V] to
-        // [16*s, V] would pack the rows (a gather each way).
-        let nll = net
-            .forward(&tokens)
-            .log_softmax(2)
-            .gather(2, &targets.unsqueeze(2))
-            .neg();
-        let loss = nll.mean();
-        drop(nll);
-        loss.backward();
-        opt.step();
-        mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
-    })
+    (net, opt, data)
+}
+
+/// Tokens `[TB, <=TMAX]` and targets sharing their length.
+fn transformer_inputs((len, tokens, targets): &TransformerData) -> [Tensor; 2] {
+    let tokens = Tensor::from_vec(tokens.clone(), &[TB, *len])
+        .unwrap()
+        .mark_dynamic(1, TMAX);
+    let targets = Tensor::from_vec(targets.clone(), &[TB, *len])
+        .unwrap()
+        .mark_dynamic_as(1, &tokens, 1);
+    [tokens, targets]
+}
+
+/// The mean cross-entropy per token, as the JAX side: flattening
+/// `[16, <=64, V]` to `[16*s, V]` would pack the rows (a gather each way).
+fn transformer_loss(
+    net: &transformer::TinyTransformer,
+    tokens: &Tensor,
+    targets: &Tensor,
+) -> Tensor {
+    net.forward(tokens)
+        .log_softmax(2)
+        .gather(2, &targets.unsqueeze(2))
+        .neg()
+        .mean()
 }
 
 /// One Adam step of a 784-512-512-10 MLP at batch 128 (`train_step`'s
