@@ -3,12 +3,12 @@
 //! side by side and print ratios.
 //!
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
-//! `topk`, `resnet`, `transformer`, `mlp`, `detect` or `mlp_bf16` (the
-//! last lazyxla only: f32 against bf16 compute). Prints
+//! one of `workloads::NAMES` (`mlp_bf16` is lazyxla only: f32 against
+//! bf16 compute). Prints
 //! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
-//! the first step (compile included; the runtime started before it), the median step after warm-up
-//! (upload, step, results read), and the process CPU time per timed
-//! step. Host data generation is excluded, as on the JAX side.
+//! the first step (compile included; the runtime started before it),
+//! the median step after warm-up (upload, step, results read), and the
+//! process CPU time per timed step. Host data generation is excluded, as on the JAX side.
 
 mod workloads;
 

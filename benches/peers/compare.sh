@@ -5,8 +5,8 @@
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
 #   WORKLOAD: topk | resnet | transformer | mlp | detect | zone, or
-#   detect_captured | zone_captured | transformer_captured (lazyxla's step captured with
-#   lazyxla::capture, against the same jitted JAX step)
+#   detect_captured | zone_captured | transformer_captured (lazyxla's
+#   step captured with lazyxla::capture, against the same jitted JAX step)
 # BASELINE=<models bench binary> adds a third side, "before": another
 # build's `models` bench (say main's), run in the same rounds.
 # Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and

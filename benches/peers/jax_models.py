@@ -7,8 +7,8 @@ WORKLOAD is resnet, transformer, mlp, detect, zone or topk. Prints one line
 
     RESULT <workload> jax first_ms=<f> step_ms=<f> cpu_ms=<f>
 
-first_ms: the first step, compile included (the backend started before it); step_ms: median wall time of a
-step after warm-up (upload, step and the loss read back); cpu_ms: process
+first_ms: the first step, compile included (the backend started before
+it); step_ms: median wall time of a step after warm-up (upload, step and the loss read back); cpu_ms: process
 CPU time per step over the timed steps (this machine is shared, so CPU time
 is the steadier figure). Host data generation is excluded on both sides.
 
