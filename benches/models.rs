@@ -8,7 +8,8 @@
 //! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
 //! the first step (compile included; the runtime started before it),
 //! the median step after warm-up (upload, step, results read), and the
-//! process CPU time per timed step. Host data generation is excluded, as on the JAX side.
+//! process CPU time per timed step. Host data generation is excluded, as
+//! on the JAX side.
 
 mod workloads;
 
