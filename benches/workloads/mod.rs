@@ -28,12 +28,12 @@ pub fn workload(name: &str, steps: usize) -> Option<Step> {
     Some(match name {
         "topk" => topk(steps),
         "resnet" => resnet_step(steps),
-        "transformer" => transformer_step(steps),
-        "transformer_captured" => transformer_captured_step(steps),
+        "transformer" => transformer_step(steps, false),
+        "transformer_captured" => transformer_step(steps, true),
         "mlp" => mlp_step(steps, false),
         "mlp_bf16" => mlp_step(steps, true),
-        "detect" => detect_step(steps),
-        "detect_captured" => detect_captured_step(steps),
+        "detect" => detect_step(steps, false),
+        "detect_captured" => detect_step(steps, true),
         "zone" => zone_step(steps, false),
         "zone_captured" => zone_step(steps, true),
         _ => return None,
@@ -49,7 +49,7 @@ pub const NAMES: &str =
 fn resnet_step(steps: usize) -> Step {
     const BATCH: usize = 32;
     let net = resnet::SmallResNet::new(10, 0);
-    let mut opt = Sgd::new(net.parameters(), 0.1).momentum(0.9);
+    let opt = Sgd::new(net.parameters(), 0.1).momentum(0.9);
     let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
         .map(|i| {
             let x = normal(i, BATCH * 3 * 32 * 32);
@@ -60,16 +60,17 @@ fn resnet_step(steps: usize) -> Step {
             (x, y)
         })
         .collect();
-    Box::new(move |i| {
-        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 3, 32, 32]).unwrap();
-        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
-        opt.zero_grad();
-        let loss = nn::cross_entropy(&net.forward(&x), &y);
-        loss.backward();
-        opt.step();
-        mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
-    })
+    train_step(
+        opt,
+        move |x| nn::cross_entropy(&net.forward(&x[0]), &x[1]),
+        move |i| {
+            [
+                Tensor::from_vec(data[i].0.clone(), &[BATCH, 3, 32, 32]).unwrap(),
+                Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap(),
+            ]
+        },
+        false,
+    )
 }
 
 /// `topk` of 100,000 scores, k = 1000, both results read.
@@ -92,36 +93,17 @@ fn topk(steps: usize) -> Step {
 /// a length that changes every step (16 to 64, `mark_dynamic`, bound 64),
 /// vocabulary 1000, width 64, 4 heads, MLP 256; the mean cross-entropy
 /// over the real tokens read. JAX pads by hand to 64 and masks.
-fn transformer_step(steps: usize) -> Step {
-    let (net, mut opt, data) = transformer_setup(steps);
-    Box::new(move |i| {
-        let [tokens, targets] = transformer_inputs(&data[i]);
-        opt.zero_grad();
-        let loss = transformer_loss(&net, &tokens, &targets);
-        loss.backward();
-        opt.step();
-        mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
-    })
-}
-
-/// [`transformer_step`] captured once with `lazyxla::capture` and
-/// replayed: one recording serves every length, since a variant is keyed
-/// by the inputs' bounds (JAX's twin is the same jitted step).
-fn transformer_captured_step(steps: usize) -> Step {
-    let (net, mut opt, data) = transformer_setup(steps);
-    let mut step = lazyxla::capture(move |x: &[Tensor]| {
-        opt.zero_grad();
-        let loss = transformer_loss(&net, &x[0], &x[1]);
-        loss.backward();
-        opt.step();
-        vec![loss]
-    });
-    Box::new(move |i| {
-        let inputs = transformer_inputs(&data[i]);
-        let out = step.run(&inputs).unwrap();
-        out[0].item::<f32>().unwrap() as f64
-    })
+///
+/// With `captured`, the step in `lazyxla::capture`: one recording serves
+/// every length, since a variant is keyed by the inputs' bounds.
+fn transformer_step(steps: usize, captured: bool) -> Step {
+    let (net, opt, data) = transformer_setup(steps);
+    train_step(
+        opt,
+        move |x| transformer_loss(&net, &x[0], &x[1]),
+        move |i| transformer_inputs(&data[i]),
+        captured,
+    )
 }
 
 const TB: usize = 16;
@@ -191,7 +173,7 @@ fn mlp_step(steps: usize, bf16: bool) -> Step {
         .add(Linear::new(512, 512, 2))
         .add(Relu)
         .add(Linear::new(512, 10, 3));
-    let mut opt = Adam::new(net.parameters(), 1e-3);
+    let opt = Adam::new(net.parameters(), 1e-3);
     let data: Vec<(Vec<f32>, Vec<i64>)> = (0..=steps as u64)
         .map(|i| {
             let y = uniform(i + 7, BATCH)
@@ -201,34 +183,35 @@ fn mlp_step(steps: usize, bf16: bool) -> Step {
             (normal(i, BATCH * 784), y)
         })
         .collect();
-    Box::new(move |i| {
-        let forward = |x: &Tensor| {
-            if !bf16 {
-                return net.forward(x);
+    let forward = move |x: &Tensor| {
+        if !bf16 {
+            return net.forward(x);
+        }
+        let p: Vec<Tensor> = net
+            .parameters()
+            .iter()
+            .map(|t| t.to_dtype(DType::BF16))
+            .collect();
+        let mut h = x.to_dtype(DType::BF16);
+        for (i, pair) in p.chunks(2).enumerate() {
+            h = h.matmul(&pair[0].transpose(0, 1)) + &pair[1];
+            if i < 2 {
+                h = h.relu();
             }
-            let p: Vec<Tensor> = net
-                .parameters()
-                .iter()
-                .map(|t| t.to_dtype(DType::BF16))
-                .collect();
-            let mut h = x.to_dtype(DType::BF16);
-            for (i, pair) in p.chunks(2).enumerate() {
-                h = h.matmul(&pair[0].transpose(0, 1)) + &pair[1];
-                if i < 2 {
-                    h = h.relu();
-                }
-            }
-            h.to_dtype(DType::F32)
-        };
-        let x = Tensor::from_vec(data[i].0.clone(), &[BATCH, 784]).unwrap();
-        let y = Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap();
-        opt.zero_grad();
-        let loss = nn::cross_entropy(&forward(&x), &y);
-        loss.backward();
-        opt.step();
-        mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
-    })
+        }
+        h.to_dtype(DType::F32)
+    };
+    train_step(
+        opt,
+        move |x| nn::cross_entropy(&forward(&x[0]), &x[1]),
+        move |i| {
+            [
+                Tensor::from_vec(data[i].0.clone(), &[BATCH, 784]).unwrap(),
+                Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap(),
+            ]
+        },
+        false,
+    )
 }
 
 /// The detector of `examples/train_detector.rs` on 4096 anchors of 16
@@ -236,38 +219,15 @@ fn mlp_step(steps: usize, bf16: bool) -> Step {
 /// smooth-L1 box loss on the positives only (`gt` + `nonzero` +
 /// `index_select`, about half the anchors, a different number every
 /// step); the loss read. JAX's twin pads by hand: a mask and a masked mean.
-fn detect_step(steps: usize) -> Step {
-    let (score, boxes, mut opt, data) = detect_setup(steps);
-    Box::new(move |i| {
-        let [features, iou, deltas] = detect_inputs(&data[i]);
-        opt.zero_grad();
-        // The loss in a function, as `examples/train_detector.rs` builds
-        // it: the step's intermediates are dropped before `mark_step`, so
-        // they are not computed as results.
-        let loss = detect_loss(&score, &boxes, &features, &iou, &deltas);
-        loss.backward();
-        opt.step();
-        mark_step().unwrap();
-        loss.item::<f32>().unwrap() as f64
-    })
-}
-
-/// [`detect_step`] captured once with `lazyxla::capture` and replayed
-/// (JAX's twin is the same jitted step as for `detect`).
-fn detect_captured_step(steps: usize) -> Step {
-    let (score, boxes, mut opt, data) = detect_setup(steps);
-    let mut step = lazyxla::capture(move |x: &[Tensor]| {
-        opt.zero_grad();
-        let loss = detect_loss(&score, &boxes, &x[0], &x[1], &x[2]);
-        loss.backward();
-        opt.step();
-        vec![loss]
-    });
-    Box::new(move |i| {
-        let inputs = detect_inputs(&data[i]);
-        let out = step.run(&inputs).unwrap();
-        out[0].item::<f32>().unwrap() as f64
-    })
+/// With `captured`, the step in `lazyxla::capture`.
+fn detect_step(steps: usize, captured: bool) -> Step {
+    let (score, boxes, opt, data) = detect_setup(steps);
+    train_step(
+        opt,
+        move |x| detect_loss(&score, &boxes, &x[0], &x[1], &x[2]),
+        move |i| detect_inputs(&data[i]),
+        captured,
+    )
 }
 
 const ANCHORS: usize = 4096;
@@ -335,6 +295,41 @@ fn detect_loss(
     let pred = boxes.forward(&features.index_select(0, &positives));
     let target = deltas.index_select(0, &positives);
     &cls + &nn::smooth_l1_loss(&pred, &target)
+}
+
+/// A training step on step `i`'s inputs: clear the gradients, take the
+/// loss, backward, update, read the loss. The loss is built in a function,
+/// as `examples/train_detector.rs` builds it, so the step's intermediates
+/// are dropped before the sync and are not computed as results. Lazily,
+/// each step records and syncs with `mark_step`; with `captured`, the step
+/// is recorded once with `lazyxla::capture` and replayed (JAX's twin is
+/// the same jitted step either way).
+fn train_step<O: Optimizer + 'static, const N: usize>(
+    mut opt: O,
+    loss: impl Fn(&[Tensor]) -> Tensor + 'static,
+    inputs: impl Fn(usize) -> [Tensor; N] + 'static,
+    captured: bool,
+) -> Step {
+    let mut step = move |x: &[Tensor]| {
+        opt.zero_grad();
+        let loss = loss(x);
+        loss.backward();
+        opt.step();
+        vec![loss]
+    };
+    if captured {
+        let mut step = lazyxla::capture(step);
+        Box::new(move |i| {
+            let out = step.run(&inputs(i)).unwrap();
+            out[0].item::<f32>().unwrap() as f64
+        })
+    } else {
+        Box::new(move |i| {
+            let loss = step(&inputs(i)).remove(0);
+            mark_step().unwrap();
+            loss.item::<f32>().unwrap() as f64
+        })
+    }
 }
 
 /// The dynamic zone of issue 21: a 5x5 grid of 0/1 uploaded, the squared
