@@ -266,26 +266,6 @@ impl Buffer {
         Ok(true)
     }
 
-    /// Reads the first `out.len()` bytes of a buffer in host memory
-    /// directly, when the plugin keeps it there (`PJRT_Buffer_IsOnCpu`, the
-    /// CPU plugin); false when it does not, or cannot say (read it with
-    /// [`Buffer::to_host_exact`] then). See [`Buffer::read_in_place`] for
-    /// the safe form, which waits for the buffer.
-    ///
-    /// # Safety
-    /// The buffer must be ready (the execution that defines it has
-    /// completed), hold at least `out.len()` bytes, and be dense.
-    pub unsafe fn read_on_cpu(&self, out: &mut [u8]) -> bool {
-        let Some(address) = self.host_address() else {
-            return false;
-        };
-        // SAFETY: host memory of a ready, dense buffer of at least
-        // `out.len()` bytes (the caller's contract), alive while `self` is.
-        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, out.len()) };
-        out.copy_from_slice(bytes);
-        true
-    }
-
     /// Copies a small buffer whose byte size the caller knows (a size
     /// scalar, a check status) into `out`: in place where the plugin
     /// allows it ([`Buffer::read_in_place`]), else one transfer, where
