@@ -17,9 +17,8 @@
 //! CPU fusion judged the select cheap and copied the whole producer
 //! chain into each consumer's fusion (the transformer's vocabulary-sized
 //! gradient was computed three times, and the expensive `exp` before it
-//! split into a fusion of its own): 70 MB written per step against 59.5
-//! MB with the barrier, and the program went from 1.46x JAX's CPU time to
-//! 1.07x–1.12x on the 0.11.2 plugin (benches/README.md).
+//! split into a fusion of its own; benches/README.md, "The transformer's
+//! program").
 
 use super::emit::{Elt, V};
 use super::guarded::{self, Side};
