@@ -214,6 +214,8 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 2, 4]);
+    let most = counts.iter().copied().max().unwrap_or(1);
+    lazyxla::set_cpu_device_count(most).expect("the device count");
     println!(
         "data-parallel MLP steps on {} ({} devices)",
         Device::default().name(),

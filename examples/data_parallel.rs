@@ -8,10 +8,10 @@
 //!
 //! The same steps run on one device with the whole image alongside, to
 //! show that the two trainings agree, and that the 4 replicas hold the
-//! same parameters. On the XLA CPU plugin the 4 devices share the
-//! machine's cores (the plugin makes 4 by default; `LAZYXLA_CPU_DEVICES`
-//! sets the count): this shows the path that spreads a step over several
-//! GPUs, not a speed-up.
+//! same parameters. A process has one CPU device unless it asks
+//! for more, so `main` asks for 4 first (`lazyxla::set_cpu_device_count`);
+//! on the XLA CPU plugin they share the machine's cores: this shows the
+//! path that spreads a step over several GPUs, not a speed-up.
 //!
 //! Run: `cargo run --release --example data_parallel`
 
@@ -53,6 +53,7 @@ fn replica_loss(model: &Detector, part: &[Tensor]) -> Tensor {
 }
 
 fn main() -> lazyxla::Result<()> {
+    lazyxla::set_cpu_device_count(4)?;
     let steps = 200;
     let dp = DataParallel::with_replicas(4)?.average(GradientAverage::Sum);
     println!(

@@ -36,13 +36,11 @@ struct DeviceInner {
 static REFERENCE: LazyLock<Device> =
     LazyLock::new(|| Device::new(Arc::new(ReferenceBackend::default())));
 
-/// The reference devices: `Device::reference()` first, as many as
-/// `LAZYXLA_CPU_DEVICES` says (else 4, the CPU plugin's own default).
+/// The reference devices: `Device::reference()` first, as many as the
+/// CPU device count ([`set_cpu_device_count`]; a bad `LAZYXLA_CPU_DEVICES`
+/// is reported when a PJRT client is made, and leaves one here).
 static REFERENCE_DEVICES: LazyLock<Vec<Device>> = LazyLock::new(|| {
-    let n = crate::backend::cpu_devices_env()
-        .ok()
-        .flatten()
-        .unwrap_or(4);
+    let n = crate::backend::cpu_devices::fixed().map_or(1, |(n, _)| n);
     let mut all = vec![REFERENCE.clone()];
     all.extend((1..n).map(|k| Device::new(Arc::new(ReferenceBackend::device(k)))));
     all
@@ -345,21 +343,51 @@ impl Device {
 }
 
 /// The devices of the default device's backend, the default device's
-/// own first: every addressable device of its PJRT client (as many as the
-/// plugin makes; `LAZYXLA_CPU_DEVICES=n` asks the CPU plugin for `n`),
-/// or the reference devices (`LAZYXLA_CPU_DEVICES`, else 4). Tensors can
-/// live on any of them; [`Device::replicated`] runs one program on
-/// several at once.
+/// own first: every addressable device of its PJRT client, or the
+/// reference devices. A CPU client and the reference backend have one
+/// device unless [`set_cpu_device_count`] or `LAZYXLA_CPU_DEVICES` asks for
+/// more; a GPU plugin's client has every GPU it sees. Tensors can live on
+/// any of them; [`Device::replicated`] runs one program on several at once.
 ///
 /// ```
+/// lazyxla::set_cpu_device_count(4).unwrap();
 /// let devices = lazyxla::Device::reference().scoped(lazyxla::devices);
 /// assert_eq!(devices[0].name(), "reference");
-/// assert!(devices.len() >= 1);
+/// assert_eq!(devices.len(), 4);
 /// ```
 pub fn devices() -> Vec<Device> {
     let d = Device::default();
     let d = d.0.members.first().cloned().unwrap_or(d);
     peers(&d).unwrap_or_else(|| vec![d])
+}
+
+/// Asks for `n` CPU devices: the PJRT CPU client's devices and the
+/// reference devices, which are otherwise one, as in JAX and PyTorch/XLA
+/// (`LAZYXLA_CPU_DEVICES=n` asks the same from outside the program; this
+/// call takes precedence). On CPU the devices share the machine's cores:
+/// they are for testing data-parallel code ([`Device::replicated`],
+/// `parallel::DataParallel`) that runs on several GPUs, not for
+/// speed; each extra device also adds a thread to the plugin's pools.
+///
+/// The count is fixed when the first CPU client or reference device group
+/// is made, so call this first thing in `main`.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `n` is
+/// 0 or above 4096, or when the devices were already made with another
+/// count (the message names both).
+///
+/// ```
+/// lazyxla::set_cpu_device_count(2).unwrap();
+/// let devices = lazyxla::Device::reference().scoped(lazyxla::devices);
+/// assert_eq!(devices.len(), 2);
+/// assert!(lazyxla::set_cpu_device_count(2).is_ok());
+/// let e = lazyxla::set_cpu_device_count(8).unwrap_err().to_string();
+/// assert!(e.contains("8 CPU devices") && e.contains("already has 2"), "{e}");
+/// ```
+pub fn set_cpu_device_count(n: usize) -> crate::Result<()> {
+    crate::backend::cpu_devices::ask(n)
 }
 
 /// The devices of `d`'s group (one PJRT client, or the reference devices),
@@ -393,6 +421,7 @@ impl Device {
     ///
     /// ```
     /// use lazyxla::{Device, Tensor};
+    /// lazyxla::set_cpu_device_count(2).unwrap();
     /// let devices = Device::reference().scoped(lazyxla::devices);
     /// let r = Device::replicated(&devices[..2]).unwrap();
     /// let x = Tensor::from_vec_on(vec![1.0f32, 2.0], &[2], &r).unwrap();

@@ -4,6 +4,7 @@
 //! interpreter (`reference`) and XLA through a PJRT plugin (`pjrt`).
 
 mod buffer;
+pub(crate) mod cpu_devices;
 pub mod pjrt;
 pub(crate) mod reference;
 
@@ -14,38 +15,6 @@ use crate::ir::program::Program;
 use crate::Result;
 use std::any::Any;
 use std::sync::Arc;
-
-/// `LAZYXLA_CPU_DEVICES`: how many devices the CPU plugin's client makes
-/// (its `cpu_device_count` create option), and how many reference devices
-/// there are; `None` when unset.
-pub(crate) fn cpu_devices_env() -> Result<Option<usize>> {
-    match std::env::var_os("LAZYXLA_CPU_DEVICES").filter(|v| !v.is_empty()) {
-        None => Ok(None),
-        Some(v) => parse_cpu_devices(&v.to_string_lossy()).map(Some),
-    }
-}
-
-/// A device count as `LAZYXLA_CPU_DEVICES` gives it.
-fn parse_cpu_devices(v: &str) -> Result<usize> {
-    match v.trim().parse::<usize>() {
-        Ok(n) if (1..=4096).contains(&n) => Ok(n),
-        _ => Err(crate::Error::Plugin(format!(
-            "LAZYXLA_CPU_DEVICES={v} is not a device count; use a whole number from 1 to 4096"
-        ))),
-    }
-}
-
-#[cfg(test)]
-mod cpu_devices_tests {
-    #[test]
-    fn a_device_count_is_a_positive_number() {
-        assert_eq!(super::parse_cpu_devices(" 8 ").unwrap(), 8);
-        for bad in ["0", "-2", "four", "5000", ""] {
-            let e = super::parse_cpu_devices(bad).unwrap_err().to_string();
-            assert!(e.contains("LAZYXLA_CPU_DEVICES"), "{e}");
-        }
-    }
-}
 
 /// A compiled program (downcast by its backend).
 pub(crate) type ExecutableRef = Arc<dyn Any + Send + Sync>;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use lazyxla::{parallel, Device, Tensor};
+/// lazyxla::set_cpu_device_count(2).unwrap();
 /// let r = Device::replicated(&Device::reference().scoped(lazyxla::devices)[..2]).unwrap();
 /// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[3, 2]).unwrap();
 /// let s = parallel::shard(&x, &r).unwrap();
@@ -149,6 +150,7 @@ fn split(
 ///
 /// ```
 /// use lazyxla::{parallel, Device, Tensor};
+/// lazyxla::set_cpu_device_count(2).unwrap();
 /// let r = Device::replicated(&Device::reference().scoped(lazyxla::devices)[..2]).unwrap();
 /// let ids = r.scoped(|| Tensor::replica_id());
 /// assert_eq!(parallel::replica_values::<i64>(&ids).unwrap(), vec![vec![0], vec![1]]);

@@ -78,6 +78,7 @@ impl Tensor {
     ///
     /// ```
     /// use lazyxla::{Device, Tensor};
+    /// lazyxla::set_cpu_device_count(2).unwrap();
     /// let r = Device::replicated(&Device::reference().scoped(lazyxla::devices)[..2]).unwrap();
     /// let ids = r.scoped(|| Tensor::replica_id().unsqueeze(0).all_gather(0));
     /// assert_eq!(ids.to_vec::<i64>().unwrap(), vec![0, 1]);
@@ -94,6 +95,7 @@ impl Tensor {
     ///
     /// ```
     /// use lazyxla::{Device, Tensor};
+    /// lazyxla::set_cpu_device_count(2).unwrap();
     /// let r = Device::replicated(&Device::reference().scoped(lazyxla::devices)[..2]).unwrap();
     /// let x = Tensor::from_vec_on(vec![1.0f32, 2.0, 3.0, 4.0], &[4], &r).unwrap();
     /// let mine = r.scoped(|| x.reduce_scatter(0));

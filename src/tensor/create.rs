@@ -286,6 +286,7 @@ impl Tensor {
     ///
     /// ```
     /// use lazyxla::Tensor;
+    /// lazyxla::set_cpu_device_count(2).unwrap();
     /// let devices = lazyxla::Device::reference().scoped(lazyxla::devices);
     /// let a = Tensor::from_vec_on(vec![1.0f32, 2.0], &[2], &devices[0]).unwrap();
     /// let b = (&a * 2.0).to_device(&devices[1]).unwrap();

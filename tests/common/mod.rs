@@ -16,11 +16,26 @@ static LOCK: Mutex<()> = Mutex::new(());
 
 /// Serialises tests that touch process-wide state.
 pub fn lock() -> MutexGuard<'static, ()> {
+    ask_for_devices();
     LOCK.lock()
+}
+
+/// The test binaries of data parallelism and collectives run on 4 CPU
+/// devices; the others on the default, one. The count is fixed when the
+/// first device is made, so every test of such a binary asks before it
+/// touches a device (through [`lock`] and [`pjrt_device`]).
+fn ask_for_devices() {
+    if matches!(
+        env!("CARGO_CRATE_NAME"),
+        "data_parallel" | "ops_collective" | "donation"
+    ) {
+        lazyxla::set_cpu_device_count(4).unwrap();
+    }
 }
 
 /// The PJRT device, when a plugin loads.
 pub fn pjrt_device() -> Option<Device> {
+    ask_for_devices();
     match Device::pjrt() {
         Ok(d) => Some(d),
         Err(e) => {

@@ -115,10 +115,9 @@ fn dtype_of(e: ElementType) -> Option<DType> {
 impl PjrtBackend {
     /// Loads the plugin at `path`, creates a client, and returns one
     /// backend per device it exposes (ordinal order): every addressable
-    /// device, less a CPU client's spare (see `open_client`). With
-    /// `LAZYXLA_CPU_DEVICES=n` a CPU client exposes `n` devices
-    /// (`cpu_device_count`; a plugin of another platform, which rejects
-    /// the option, is created without it).
+    /// device, less a CPU client's spare (see `open_client`); a CPU
+    /// client exposes as many as [`crate::set_cpu_device_count`] or
+    /// `LAZYXLA_CPU_DEVICES` asks for, else one.
     pub(crate) fn open_all(path: &Path) -> Result<Vec<PjrtBackend>> {
         let (first, exposed) = PjrtBackend::open_client(path)?;
         Ok(first.with_siblings(exposed))
@@ -168,14 +167,16 @@ impl PjrtBackend {
     /// Loads the plugin at `path` and creates its client: the backend of
     /// its first device, and how many of its devices lazyxla exposes.
     ///
-    /// A CPU client gets one device more than it exposes. The CPU plugin
-    /// runs a program's replicas on a thread pool of one thread per
-    /// device (at least), and a launch on EVERY device can then wait for
-    /// good in its first collective, one replica short of a thread, until
-    /// the plugin aborts the process (measured with `xla-cpu-pjrt` 0.81 on
-    /// 2 cores: 4 replicas of a 3-layer MLP on a 4-device client hang;
-    /// on a 5-device client they run). The spare device is never used: it
-    /// only sizes the pool.
+    /// A CPU client makes as many devices as `backend::cpu_devices` says
+    /// (one unless asked otherwise), plus a spare when that is more than
+    /// one. The CPU plugin runs a program's replicas on a thread pool of
+    /// one thread per device (at least), and a launch on EVERY device can
+    /// then wait for good in its first collective, one replica short of a
+    /// thread, until the plugin aborts the process (measured with
+    /// `xla-cpu-pjrt` 0.81 on 2 cores: 4 replicas of a 3-layer MLP on a
+    /// 4-device client hang; on a 5-device client they run). The spare
+    /// device is never used: it only sizes the pool. A plugin of another
+    /// platform exposes every device it has.
     fn open_client(path: &Path) -> Result<(PjrtBackend, usize)> {
         let plugin = Plugin::load(path).map_err(|e| Error::Plugin(e.message))?;
         let (major, minor) = plugin.api_version();
@@ -186,41 +187,32 @@ impl PjrtBackend {
                 e.message
             ))
         };
-        let with_count = |n: usize| {
-            let option = [("cpu_device_count", OptionValue::Int64(n as i64 + 1))];
-            Client::with_options(plugin.clone(), &option)
-        };
+        let (n, asked) = crate::backend::cpu_devices::fixed()?;
+        let spare = usize::from(n > 1);
+        let option = [("cpu_device_count", OptionValue::Int64((n + spare) as i64))];
         let is_cpu = |c: &Client| c.platform_name().eq_ignore_ascii_case("cpu");
-        let (client, exposed) = match crate::backend::cpu_devices_env()? {
-            None => {
-                let plain = Client::new(plugin.clone()).map_err(failed)?;
-                let n = plain.device_count();
-                if is_cpu(&plain) {
-                    drop(plain);
-                    match with_count(n) {
-                        Ok(c) => (c, n),
-                        // A CPU plugin that refuses the count: as it is.
-                        Err(_) => (Client::new(plugin.clone()).map_err(failed)?, n),
-                    }
-                } else {
-                    (plain, n)
-                }
+        let (client, exposed) = match Client::with_options(plugin.clone(), &option) {
+            Ok(c) if is_cpu(&c) => (c, n),
+            // Another platform that ignores the option: every device.
+            Ok(c) => {
+                let all = c.device_count();
+                (c, all)
             }
-            Some(n) => match with_count(n) {
-                Ok(c) => (c, n),
-                Err(e) => match Client::new(plugin.clone()) {
-                    // The variable is for CPU plugins; others go without.
-                    Ok(c) if !is_cpu(&c) => {
-                        let all = c.device_count();
-                        (c, all)
-                    }
-                    _ => {
-                        return Err(failed(PjrtError {
-                            message: format!("{} (with LAZYXLA_CPU_DEVICES={n})", e.message),
-                            code: e.code,
-                        }))
-                    }
-                },
+            Err(e) => match Client::new(plugin.clone()) {
+                // The option is for CPU plugins; others go without.
+                Ok(c) if !is_cpu(&c) => {
+                    let all = c.device_count();
+                    (c, all)
+                }
+                // A CPU plugin that refuses the count: as it is, unless a
+                // count was asked for.
+                Ok(c) if !asked => (c, n),
+                _ => {
+                    return Err(failed(PjrtError {
+                        message: format!("{} (asking for {n} CPU devices)", e.message),
+                        code: e.code,
+                    }))
+                }
             },
         };
         let exposed = exposed.min(client.device_count());
