@@ -120,13 +120,10 @@ fn write_data(path: &str, samples: &[Vec<shapes::Sample>], size: usize) {
                 key("boxes"),
                 Tensor::from_vec(s.boxes.concat(), &[g, 4]).unwrap(),
             ));
-            named.push((
-                key("labels"),
-                Tensor::from_vec(s.labels.clone(), &[g]).unwrap(),
-            ));
+            named.push((key("labels"), Tensor::from_slice(&s.labels, &[g]).unwrap()));
             named.push((
                 key("masks"),
-                Tensor::from_vec(s.masks.clone(), &[g, size, size]).unwrap(),
+                Tensor::from_slice(&s.masks, &[g, size, size]).unwrap(),
             ));
         }
     }

@@ -55,8 +55,8 @@ fn nms(steps: usize) -> (f64, f64, f64, usize) {
     let data: Vec<_> = (0..=steps as u64).map(|i| detections(i, NMS_N)).collect();
     let mut kept = 0;
     let r = timed(steps, |i| {
-        let b = Tensor::from_vec(data[i].0.clone(), &[NMS_N, 4]).unwrap();
-        let s = Tensor::from_vec(data[i].1.clone(), &[NMS_N]).unwrap();
+        let b = Tensor::from_slice(&data[i].0, &[NMS_N, 4]).unwrap();
+        let s = Tensor::from_slice(&data[i].1, &[NMS_N]).unwrap();
         let keep = vision::nms(&b, &s, 0.5).to_vec::<i64>().unwrap();
         if i == 0 {
             kept = keep.len();
@@ -96,11 +96,11 @@ fn roi_align(steps: usize) -> (f64, f64, f64, usize) {
     let boxes: Vec<_> = (0..=steps as u64).map(rois).collect();
     let mut count = 0;
     let r = timed(steps, |i| {
-        let x = Tensor::from_vec(feats[i].clone(), &[2, 32, 32, 32])
+        let x = Tensor::from_slice(&feats[i], &[2, 32, 32, 32])
             .unwrap()
             .requires_grad(true);
-        let all = Tensor::from_vec(boxes[i].0.clone(), &[ROIS, 5]).unwrap();
-        let mask = Tensor::from_vec(boxes[i].1.clone(), &[ROIS]).unwrap();
+        let all = Tensor::from_slice(&boxes[i].0, &[ROIS, 5]).unwrap();
+        let mask = Tensor::from_slice(&boxes[i].1, &[ROIS]).unwrap();
         let r = all.index_select(0, &mask.nonzero().squeeze(1));
         let boxes7 = vision::roi_align(&x, &r, (7, 7), 0.25, 2, false);
         let masks14 = vision::roi_align(&x, &r, (14, 14), 0.25, 2, false);

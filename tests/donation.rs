@@ -277,3 +277,27 @@ backend_test! {
         assert_eq!(metrics::counter("UncachedCompile"), 1);
     }
 }
+
+backend_test! {
+    fn a_large_tensor_from_a_slice_donated_by_its_updates_keeps_its_values() {
+        // 64 KiB: `from_slice` lays it out for a CPU plugin to use in place,
+        // and the first update donates that very memory to its result.
+        let n = 16 * 1024;
+        let source: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();
+        let w = Tensor::from_slice(&source, &[n]).unwrap();
+        let mut last = 0;
+        let mut want = source.clone();
+        for step in 0..3 {
+            w.assign(&(&w * 2.0 + 1.0));
+            mark_step().unwrap();
+            want = want.iter().map(|v| v * 2.0 + 1.0).collect();
+            assert_eq!(values(&w), want, "step {step}");
+        }
+        assert_eq!(donated_since(&mut last), if donates() { 3 } else { 0 });
+        // The slice is unchanged, and a fresh tensor of it reads it whole.
+        assert_eq!(source[5], 5.0);
+        let sum = Tensor::from_slice(&source, &[n]).unwrap().sum();
+        let expect: f32 = source.iter().sum();
+        assert_eq!(sum.item::<f32>().unwrap(), expect);
+    }
+}

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use lazyxla::debug::pjrt_ffi::{Buffer, Client, ElementType, Executable, Plugin};
+use lazyxla::debug::pjrt_ffi::{Buffer, Client, ElementType, Executable, LentBytes, Plugin};
 
 fn plugin_path() -> Option<PathBuf> {
     match lazyxla::debug::pjrt_plugin_path() {
@@ -517,4 +517,81 @@ fn reads_in_place_wait_for_their_program_and_refuse_a_donated_buffer() {
     assert!(e.contains("delete") || e.contains("donat"), "{e}");
     sum[0].to_host_into(&mut bytes).unwrap();
     assert_eq!(to_f32(&bytes), [2.0; 3]);
+}
+
+/// Bytes at a chosen offset from a 64-byte boundary, to lend to a buffer.
+struct Placed {
+    memory: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Placed {
+    fn f32s(values: &[f32], past_alignment: usize) -> Arc<Placed> {
+        let len = values.len() * 4;
+        let mut memory = vec![0u8; len + 128];
+        let start = (memory.as_ptr() as usize).wrapping_neg() % 64 + past_alignment;
+        for (i, v) in values.iter().enumerate() {
+            memory[start + 4 * i..start + 4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        Arc::new(Placed { memory, start, len })
+    }
+}
+
+// SAFETY: the bytes are a fixed range of a `Vec` no one writes after
+// construction.
+unsafe impl lazyxla::debug::pjrt_ffi::LentBytes for Placed {
+    fn lent_bytes(&self) -> &[u8] {
+        &self.memory[self.start..self.start + self.len]
+    }
+}
+
+/// Waits up to 2 s for the plugin to drop its last reference.
+fn released(w: &std::sync::Weak<Placed>) -> bool {
+    (0..200).any(|_| {
+        let gone = w.upgrade().is_none();
+        if !gone {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        gone
+    })
+}
+
+/// Host bytes lent at a 64-byte boundary are used in place by the CPU
+/// plugins, kept alive while a buffer (or a result that took it over by
+/// donation) may read them, and released afterwards; lent bytes the plugin
+/// cannot use in place are copied and released at once.
+#[test]
+fn lent_host_bytes_live_as_long_as_the_plugin_reads_them() {
+    let Some(c) = client() else { return };
+    let lent = Placed::f32s(&[1.0, 2.0, 3.0], 0);
+    let at = lent.lent_bytes().as_ptr() as usize;
+    let watch = Arc::downgrade(&lent);
+    let a = c
+        .buffer_from_lent_host(lent, ElementType::F32, &[3], 0)
+        .unwrap();
+    assert_eq!(a.memory_address(), Some(at), "used in place");
+    assert!(
+        watch.upgrade().is_some(),
+        "the buffer still reads the bytes"
+    );
+    let exe = compile(c, ALIASED_ADD);
+    let b = f32s(c, &[10.0; 3], &[3]);
+    let (sum, done) = exe.execute_async_donating(&[&a, &b], &[0]).unwrap();
+    done.wait().unwrap();
+    drop(a);
+    let mut bytes = [0u8; 12];
+    sum[0].to_host_into(&mut bytes).unwrap();
+    assert_eq!(to_f32(&bytes), [11.0, 12.0, 13.0]);
+    drop(sum);
+    assert!(released(&watch), "released once no buffer reads them");
+
+    let lent = Placed::f32s(&[4.0, 5.0, 6.0], 4);
+    let watch = Arc::downgrade(&lent);
+    let copied = c
+        .buffer_from_lent_host(lent, ElementType::F32, &[3], 0)
+        .unwrap();
+    assert!(released(&watch), "copied bytes are released at once");
+    copied.to_host_into(&mut bytes).unwrap();
+    assert_eq!(to_f32(&bytes), [4.0, 5.0, 6.0]);
 }

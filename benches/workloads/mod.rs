@@ -65,8 +65,8 @@ fn resnet_step(steps: usize) -> Step {
         move |x| nn::cross_entropy(&net.forward(&x[0]), &x[1]),
         move |i| {
             [
-                Tensor::from_vec(data[i].0.clone(), &[BATCH, 3, 32, 32]).unwrap(),
-                Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap(),
+                Tensor::from_slice(&data[i].0, &[BATCH, 3, 32, 32]).unwrap(),
+                Tensor::from_slice(&data[i].1, &[BATCH]).unwrap(),
             ]
         },
         false,
@@ -80,7 +80,7 @@ const TOPK_K: usize = 1000;
 fn topk(steps: usize) -> Step {
     let data: Vec<Vec<f32>> = (0..=steps as u64).map(|i| uniform(i, TOPK_N)).collect();
     Box::new(move |i| {
-        let x = Tensor::from_vec(data[i].clone(), &[TOPK_N]).unwrap();
+        let x = Tensor::from_slice(&data[i], &[TOPK_N]).unwrap();
         let (v, idx) = x.topk(TOPK_K, 0, true);
         mark_step().unwrap();
         let v = v.to_vec::<f32>().unwrap();
@@ -136,10 +136,10 @@ fn transformer_setup(steps: usize) -> (transformer::TinyTransformer, Sgd, Vec<Tr
 
 /// Tokens `[TB, <=TMAX]` and targets sharing their length.
 fn transformer_inputs((len, tokens, targets): &TransformerData) -> [Tensor; 2] {
-    let tokens = Tensor::from_vec(tokens.clone(), &[TB, *len])
+    let tokens = Tensor::from_slice(tokens, &[TB, *len])
         .unwrap()
         .mark_dynamic(1, TMAX);
-    let targets = Tensor::from_vec(targets.clone(), &[TB, *len])
+    let targets = Tensor::from_slice(targets, &[TB, *len])
         .unwrap()
         .mark_dynamic_as(1, &tokens, 1);
     [tokens, targets]
@@ -206,8 +206,8 @@ fn mlp_step(steps: usize, bf16: bool) -> Step {
         move |x| nn::cross_entropy(&forward(&x[0]), &x[1]),
         move |i| {
             [
-                Tensor::from_vec(data[i].0.clone(), &[BATCH, 784]).unwrap(),
-                Tensor::from_vec(data[i].1.clone(), &[BATCH]).unwrap(),
+                Tensor::from_slice(&data[i].0, &[BATCH, 784]).unwrap(),
+                Tensor::from_slice(&data[i].1, &[BATCH]).unwrap(),
             ]
         },
         false,
@@ -274,9 +274,9 @@ fn detect_setup(steps: usize) -> (Linear, Linear, Sgd, Vec<DetectData>) {
 /// One step's inputs as tensors.
 fn detect_inputs((f, iou, deltas): &DetectData) -> [Tensor; 3] {
     [
-        Tensor::from_vec(f.clone(), &[ANCHORS, FEATURES]).unwrap(),
-        Tensor::from_vec(iou.clone(), &[ANCHORS]).unwrap(),
-        Tensor::from_vec(deltas.clone(), &[ANCHORS, 4]).unwrap(),
+        Tensor::from_slice(f, &[ANCHORS, FEATURES]).unwrap(),
+        Tensor::from_slice(iou, &[ANCHORS]).unwrap(),
+        Tensor::from_slice(deltas, &[ANCHORS, 4]).unwrap(),
     ]
 }
 
@@ -350,13 +350,13 @@ fn zone_step(steps: usize, captured: bool) -> Step {
     if captured {
         let mut step = lazyxla::capture(move |x: &[Tensor]| vec![zone(&x[0])]);
         return Box::new(move |i| {
-            let x = Tensor::from_vec(data[i].clone(), &[5, 5]).unwrap();
+            let x = Tensor::from_slice(&data[i], &[5, 5]).unwrap();
             let out = step.run(&[x]).unwrap();
             out[0].item::<f32>().unwrap() as f64
         });
     }
     Box::new(move |i| {
-        let x = Tensor::from_vec(data[i].clone(), &[5, 5]).unwrap();
+        let x = Tensor::from_slice(&data[i], &[5, 5]).unwrap();
         let total = zone(&x);
         mark_step().unwrap();
         total.item::<f32>().unwrap() as f64

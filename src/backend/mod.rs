@@ -131,6 +131,11 @@ pub(crate) trait Backend: Send + Sync {
     /// Copies exact host data to the device; `bound` is the static shape to
     /// allocate (equal to the data's shape, or larger for `mark_dynamic`).
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer>;
+    /// [`Backend::upload`] of host data no one else will write: a backend
+    /// may keep `host` and use its memory in place instead of copying it.
+    fn upload_owned(&self, host: &Arc<HostArray>, bound: &[usize]) -> Result<DeviceBuffer> {
+        self.upload(host, bound)
+    }
     /// Copies the real elements (`shape`, within the buffer's bound) to the
     /// host.
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray>;

@@ -128,7 +128,11 @@ impl DeviceData {
         let (host, bound) = pending.as_ref().ok_or_else(|| {
             crate::Error::internal("upload", "data with neither a buffer nor host data")
         })?;
-        let b = self.device.backend().upload(host, bound)?;
+        // Data held only here may be lent to the buffer rather than copied.
+        let b = match Arc::strong_count(host) {
+            1 => self.device.backend().upload_owned(host, bound)?,
+            _ => self.device.backend().upload(host, bound)?,
+        };
         metrics::inc(metrics::Counter::TransferToDevice);
         // Under the lock, with the cell checked empty: this set succeeds.
         let b = buffer.get_or_init(|| b);

@@ -46,9 +46,36 @@ impl Tensor {
         Tensor::from_host(T::into_host(a), device)
     }
 
-    /// A tensor copied from a slice.
+    /// A tensor copied from a slice: the one copy this data needs, where
+    /// `from_vec(data.to_vec(), ..)` makes two (the plugin copies a `Vec`
+    /// again when it uploads it; large data copied here is laid out so
+    /// that a CPU plugin uses it in place).
+    ///
+    /// ```
+    /// let data = vec![1.0f32; 4096 * 16];
+    /// let t = lazyxla::Tensor::from_slice(&data, &[4096, 16]).unwrap();
+    /// assert_eq!(t.sum().item::<f32>().unwrap(), 65536.0);
+    /// ```
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
-        Tensor::from_vec(data.to_vec(), shape)
+        Tensor::from_slice_on(data, shape, &Device::default())
+    }
+
+    /// [`from_slice`](Tensor::from_slice) on a chosen device.
+    pub fn from_slice_on<T: Element>(
+        data: &[T],
+        shape: &[usize],
+        device: &Device,
+    ) -> Result<Tensor> {
+        let n = host_numel("from_slice", shape)?;
+        if data.len() != n {
+            return Err(Error::invalid(
+                "from_slice",
+                format!("{} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length", data.len()),
+            ));
+        }
+        let a = crate::host::aligned_copy(data, shape)
+            .ok_or_else(|| Error::invalid("from_slice", format!("shape {shape:?}")))?;
+        Tensor::from_host(T::into_host(a), device)
     }
 
     /// A tensor of rank 0 holding `v` (device data, so changing `v` between

@@ -286,6 +286,18 @@ impl PjrtBackend {
     }
 }
 
+/// Host data lent to a buffer (`upload_owned`).
+struct Lent(Arc<HostArray>);
+
+// SAFETY: a `HostArray` behind an `Arc` is never written (it has no
+// interior mutability), and its elements do not move while it lives;
+// `upload_owned` lends only contiguous arrays, whose bytes these are.
+unsafe impl ffi::LentBytes for Lent {
+    fn lent_bytes(&self) -> &[u8] {
+        self.0.native_bytes().unwrap_or_default()
+    }
+}
+
 /// True unless `LAZYXLA_PJRT_DONATE=0` (read once): the switch that
 /// turns buffer donation off (DESIGN.md "Donated buffers"), to compare
 /// memory and time with and without it.
@@ -540,6 +552,34 @@ impl Backend for PjrtBackend {
         let b = self
             .client
             .buffer_from_host(data, element_type(host.dtype()), &dims, self.device)
+            .map_err(|e| backend_err(&self.name, "upload", e))?;
+        Ok(DeviceBuffer::new(Storage::Pjrt(b)))
+    }
+
+    /// On a CPU plugin, large host data at the alignment the plugin needs
+    /// (`host::LEND_ALIGN`, as `Tensor::from_slice` lays it out) is lent to
+    /// the buffer instead of copied: the plugin's copy was most of the
+    /// time an upload took. The data stays alive until the plugin no
+    /// longer reads it.
+    fn upload_owned(&self, host: &Arc<HostArray>, bound: &[usize]) -> Result<DeviceBuffer> {
+        let lendable = self.name.split(':').nth(1) == Some("cpu")
+            && host.shape() == bound
+            && host.native_bytes().is_some_and(|b| {
+                b.len() >= crate::host::LEND_MIN_BYTES
+                    && (b.as_ptr() as usize).is_multiple_of(crate::host::LEND_ALIGN)
+            });
+        if !lendable {
+            return self.upload(host, bound);
+        }
+        let dims: Vec<i64> = bound.iter().map(|&d| d as i64).collect();
+        let b = self
+            .client
+            .buffer_from_lent_host(
+                Arc::new(Lent(host.clone())),
+                element_type(host.dtype()),
+                &dims,
+                self.device,
+            )
             .map_err(|e| backend_err(&self.name, "upload", e))?;
         Ok(DeviceBuffer::new(Storage::Pjrt(b)))
     }

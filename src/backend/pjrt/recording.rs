@@ -188,6 +188,13 @@ impl Backend for RecordingBackend {
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer> {
         self.inner.upload(host, bound)
     }
+    fn upload_owned(
+        &self,
+        host: &std::sync::Arc<HostArray>,
+        bound: &[usize],
+    ) -> Result<DeviceBuffer> {
+        self.inner.upload_owned(host, bound)
+    }
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {
         self.inner.download(buffer, shape)
     }

@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, LazyLock, OnceLock};
 
-use super::{dense_byte_size, new_args, plugin_slice, sys, ClientInner, ElementType, PjrtError};
+use super::{
+    dense_byte_size, new_args, plugin_slice, sys, ClientInner, ElementType, Event, PjrtError,
+};
 
 /// An array on a device, owned by this value (`PJRT_Buffer_Destroy` on drop).
 ///
@@ -379,6 +381,47 @@ pub(super) fn from_host(
     dims: &[i64],
     device: usize,
 ) -> Result<Buffer, PjrtError> {
+    let semantics = sys::HOST_BUFFER_IMMUTABLE_UNTIL_TRANSFER_COMPLETES;
+    // SAFETY: `data` stays borrowed until `done` has fired below.
+    let (mut buffer, done) = unsafe { start_from_host(client, data, ty, dims, device, semantics) }?;
+    done.wait()?;
+    buffer.read_shape()?;
+    Ok(buffer)
+}
+
+/// See [`super::Client::buffer_from_lent_host`].
+pub(super) fn from_lent_host(
+    client: &Arc<ClientInner>,
+    lent: Arc<dyn LentBytes>,
+    ty: ElementType,
+    dims: &[i64],
+    device: usize,
+) -> Result<Buffer, PjrtError> {
+    let semantics = sys::HOST_BUFFER_IMMUTABLE_ZERO_COPY;
+    // SAFETY: `LentBytes` promises the bytes stay where they are, unwritten,
+    // while `lent` lives, and `done` drops `lent` only once the plugin no
+    // longer reads them.
+    let (mut buffer, done) =
+        unsafe { start_from_host(client, lent.lent_bytes(), ty, dims, device, semantics) }?;
+    done.drop_when_ready(Box::new(lent));
+    buffer.read_shape()?;
+    Ok(buffer)
+}
+
+/// Starts a buffer from host data; the event fires when the plugin is done
+/// with `data`.
+///
+/// # Safety
+///
+/// `data` must stay valid, and unwritten, until the event has fired.
+unsafe fn start_from_host(
+    client: &Arc<ClientInner>,
+    data: &[u8],
+    ty: ElementType,
+    dims: &[i64],
+    device: usize,
+    semantics: sys::HostBufferSemantics,
+) -> Result<(Buffer, Event), PjrtError> {
     let expected = dense_byte_size(ty, dims)?;
     if data.len() != expected {
         return Err(PjrtError::local(format!(
@@ -402,19 +445,31 @@ pub(super) fn from_host(
     args.type_ = ty.to_raw();
     args.dims = dims.as_ptr();
     args.num_dims = dims.len();
-    args.host_buffer_semantics = sys::HOST_BUFFER_IMMUTABLE_UNTIL_TRANSFER_COMPLETES;
+    args.host_buffer_semantics = semantics;
     args.device = device_ptr;
     // SAFETY: `data` holds exactly the bytes the shape needs (checked above)
-    // and stays borrowed until `done_with_host_buffer` has fired below.
+    // and stays valid until the event fires (the caller's promise).
     unsafe { plugin.call(from_host, &mut args, "PJRT_Client_BufferFromHostBuffer") }?;
-    let mut buffer = Buffer::adopt(client, args.buffer);
-    let _ = buffer.device.set(device);
-    plugin.await_event(
+    let done = Event::adopt(
+        plugin,
         args.done_with_host_buffer,
         "PJRT_Client_BufferFromHostBuffer",
-    )?;
-    buffer.read_shape()?;
-    Ok(buffer)
+    );
+    let buffer = Buffer::adopt(client, args.buffer);
+    let _ = buffer.device.set(device);
+    Ok((buffer, done))
+}
+
+/// Host bytes lent to a buffer instead of copied
+/// ([`super::Client::buffer_from_lent_host`]).
+///
+/// # Safety
+///
+/// Every call of [`LentBytes::lent_bytes`] returns the same memory, and
+/// nothing writes it while any reference to the value lives.
+pub unsafe trait LentBytes: Send + Sync + 'static {
+    /// The bytes, in the layout the buffer is created with.
+    fn lent_bytes(&self) -> &[u8];
 }
 
 /// See [`super::Client::copy_to_device`].

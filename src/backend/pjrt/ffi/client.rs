@@ -290,6 +290,21 @@ impl Client {
     ) -> Result<Buffer, PjrtError> {
         buffer::from_host(&self.inner, data, ty, dims, device)
     }
+
+    /// A buffer over host bytes lent instead of copied, where the plugin
+    /// can (the CPU plugins, for 64-byte aligned bytes; otherwise it
+    /// copies them). `lent` lives until the plugin no longer reads them,
+    /// which for a buffer made in place is when the buffer (or a result
+    /// that took it over by donation) is gone. Returns at once.
+    pub fn buffer_from_lent_host(
+        &self,
+        lent: Arc<dyn buffer::LentBytes>,
+        ty: ElementType,
+        dims: &[i64],
+        device: usize,
+    ) -> Result<Buffer, PjrtError> {
+        buffer::from_lent_host(&self.inner, lent, ty, dims, device)
+    }
 }
 
 /// The global id of `device` (`PJRT_DeviceDescription_Id`), when the

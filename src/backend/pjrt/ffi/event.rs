@@ -1,9 +1,11 @@
 //! Completion events of asynchronous work (an execution in flight).
 
+use std::any::Any;
+use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::Arc;
 
-use super::{sys, PjrtError, Plugin};
+use super::{new_args, sys, PjrtError, Plugin};
 
 /// A `PJRT_Event` owned by this value: [`Event::wait`] blocks until it fires
 /// and reports its status; dropping it without waiting only releases the
@@ -48,6 +50,55 @@ impl Event {
     pub fn wait(mut self) -> Result<(), PjrtError> {
         let raw = std::mem::replace(&mut self.raw, null_mut());
         self.plugin.await_event(raw, self.function)
+    }
+}
+
+impl Event {
+    /// Drops `value` once the event fires: on the plugin thread that fires
+    /// it, or before this returns when it already has. This is how host
+    /// memory lent to the plugin lives exactly as long as the plugin reads
+    /// it. Should the plugin refuse the callback, `value` is leaked:
+    /// freeing memory the plugin may still read would be worse.
+    pub(super) fn drop_when_ready(mut self, value: Box<dyn Any + Send>) {
+        let raw = std::mem::replace(&mut self.raw, null_mut());
+        if raw.is_null() {
+            return;
+        }
+        let held = Box::into_raw(Box::new(Held {
+            plugin: self.plugin.clone(),
+            _value: value,
+        }));
+        let registered = (|| {
+            let on_ready = api_fn!(self.plugin, PJRT_Event_OnReady)?;
+            let mut args = new_args::<sys::EventOnReadyArgs>();
+            args.event = raw;
+            args.callback = Some(release_held);
+            args.user_arg = held.cast::<c_void>();
+            // SAFETY: `raw` is live (destroyed below, which the header
+            // allows once the callback is registered); `held` is ours until
+            // the callback takes it back, exactly once.
+            unsafe { self.plugin.call(on_ready, &mut args, self.function) }
+        })();
+        // On an error `held` was never handed over and stays leaked.
+        let _ = registered;
+        self.plugin.destroy_event(raw);
+    }
+}
+
+/// What an `OnReady` callback frees: the value, and the plugin to free the
+/// event's error with.
+struct Held {
+    plugin: Arc<Plugin>,
+    _value: Box<dyn Any + Send>,
+}
+
+/// The `OnReady` callback of [`Event::drop_when_ready`].
+unsafe extern "C" fn release_held(error: *mut sys::Error, user_arg: *mut c_void) {
+    // SAFETY: `user_arg` is the `Box<Held>` registered once in
+    // `drop_when_ready`; the plugin calls this once.
+    let held = unsafe { Box::from_raw(user_arg.cast::<Held>()) };
+    if !error.is_null() {
+        held.plugin.destroy_error(error);
     }
 }
 

@@ -45,7 +45,7 @@ mod kv;
 mod replicas;
 mod sys;
 
-pub use buffer::Buffer;
+pub use buffer::{Buffer, LentBytes};
 use client::ClientInner;
 pub use client::{Client, OptionValue};
 pub use compile_options::CompileOptions;

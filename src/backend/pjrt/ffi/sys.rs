@@ -85,6 +85,11 @@ pub type HostBufferSemantics = c_int;
 /// `PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes`: the plugin may
 /// read the host data until `done_with_host_buffer` fires.
 pub const HOST_BUFFER_IMMUTABLE_UNTIL_TRANSFER_COMPLETES: HostBufferSemantics = 1;
+/// `PJRT_HostBufferSemantics_kImmutableZeroCopy`: the buffer may use the
+/// host memory in place for its whole life (the CPU plugins do when it is
+/// 64-byte aligned, else they copy); `done_with_host_buffer` fires once the
+/// plugin no longer reads it. The caller never writes it meanwhile.
+pub const HOST_BUFFER_IMMUTABLE_ZERO_COPY: HostBufferSemantics = 2;
 
 /// `PJRT_NamedValue_Type` (a C enum, `int`-sized).
 pub type NamedValueType = c_int;
@@ -167,6 +172,20 @@ pub struct EventArgs {
     pub struct_size: usize,
     pub extension_start: *mut ExtensionBase,
     pub event: *mut Event,
+}
+
+/// `PJRT_Event_OnReadyCallback`: called once with the event's status (an
+/// owned error, null on success) and the registered `user_arg`.
+pub type EventOnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
+
+/// `PJRT_Event_OnReady_Args` (the caller keeps owning the event).
+#[repr(C)]
+pub struct EventOnReadyArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub event: *mut Event,
+    pub callback: Option<EventOnReadyCallback>,
+    pub user_arg: *mut c_void,
 }
 
 /// `PJRT_Client_Create_Args`.
@@ -496,6 +515,7 @@ args_structs!(
     ErrorGetCodeArgs,
     PluginInitializeArgs,
     EventArgs,
+    EventOnReadyArgs,
     ClientCreateArgs,
     ClientDestroyArgs,
     ClientPlatformNameArgs,
@@ -550,7 +570,7 @@ pub struct Api {
     pub PJRT_Event_IsReady: Option<Unused>,
     pub PJRT_Event_Error: Option<Fallible<EventArgs>>,
     pub PJRT_Event_Await: Option<Fallible<EventArgs>>,
-    pub PJRT_Event_OnReady: Option<Unused>,
+    pub PJRT_Event_OnReady: Option<Fallible<EventOnReadyArgs>>,
 
     pub PJRT_Client_Create: Option<Fallible<ClientCreateArgs>>,
     pub PJRT_Client_Destroy: Option<Fallible<ClientDestroyArgs>>,

@@ -106,4 +106,8 @@ fn field_offsets_match_header_0_114() {
     assert_eq!(size_of::<BufferUnsafePointerArgs>(), 32);
     assert_eq!(size_of::<BufferReadyEventArgs>(), 32);
     assert_eq!(offset_of!(Api, PJRT_Buffer_ReadyEvent), 40 + 8 * 72);
+    assert_eq!(offset_of!(Api, PJRT_Event_OnReady), 40 + 8 * 9);
+    assert_eq!(size_of::<EventOnReadyArgs>(), 40);
+    assert_eq!(offset_of!(EventOnReadyArgs, callback), 24);
+    assert_eq!(offset_of!(EventOnReadyArgs, user_arg), 32);
 }
