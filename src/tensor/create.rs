@@ -34,13 +34,7 @@ impl Tensor {
         shape: &[usize],
         device: &Device,
     ) -> Result<Tensor> {
-        let n = host_numel("from_vec", shape)?;
-        if data.len() != n {
-            return Err(Error::invalid(
-                "from_vec",
-                format!("{} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length", data.len()),
-            ));
-        }
+        check_fills("from_vec", data.len(), shape)?;
         let a = ArrayD::from_shape_vec(ndarray::IxDyn(shape), data)
             .map_err(|e| Error::invalid("from_vec", e.to_string()))?;
         Tensor::from_host(T::into_host(a), device)
@@ -66,13 +60,7 @@ impl Tensor {
         shape: &[usize],
         device: &Device,
     ) -> Result<Tensor> {
-        let n = host_numel("from_slice", shape)?;
-        if data.len() != n {
-            return Err(Error::invalid(
-                "from_slice",
-                format!("{} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length", data.len()),
-            ));
-        }
+        check_fills("from_slice", data.len(), shape)?;
         let a = crate::host::aligned_copy(data, shape)
             .ok_or_else(|| Error::invalid("from_slice", format!("shape {shape:?}")))?;
         Tensor::from_host(T::into_host(a), device)
@@ -377,6 +365,17 @@ pub(crate) fn static_shape(shape: &[usize]) -> Shape {
         .iter()
         .map(|&s| SizeExpr::constant(i64::try_from(s).unwrap_or(i64::MAX)))
         .collect()
+}
+/// Checks that `len` host elements fill `shape` exactly.
+fn check_fills(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
+    let n = host_numel(op, shape)?;
+    if len != n {
+        return Err(Error::invalid(
+            op,
+            format!("{len} elements cannot fill shape {shape:?} ({n} elements); pass a shape whose product is the data length"),
+        ));
+    }
+    Ok(())
 }
 
 /// The element count of a host shape, or an error when it overflows.
