@@ -21,6 +21,12 @@ fn check_one_device(d: &Device) {
         assert!(lazyxla::set_cpu_device_count(1).is_ok());
         assert!(lazyxla::set_cpu_device_count(0).is_err());
         assert_eq!(lazyxla::devices().len(), 1);
+        // Asking a one-device process for replicas says how to get more.
+        let e = lazyxla::parallel::DataParallel::with_replicas(4)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("set_cpu_device_count(4)"), "{e}");
         assert_eq!((x * 2.0).to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
     });
 }

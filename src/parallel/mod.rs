@@ -114,10 +114,11 @@ impl DataParallel {
             return Err(Error::invalid(
                 "DataParallel",
                 format!(
-                    "{n} replicas were asked for, but there are {} devices ({}); ask for 1 to {}, or start with LAZYXLA_CPU_DEVICES={} for more CPU devices",
+                    "{n} replicas were asked for, but there are {} devices ({}); ask for 1 to {}, or for more CPU devices call lazyxla::set_cpu_device_count({}) first thing in main (or start with LAZYXLA_CPU_DEVICES={})",
                     all.len(),
                     names.join(", "),
                     all.len(),
+                    n.max(1),
                     n.max(1)
                 ),
             ));

@@ -124,7 +124,7 @@ impl CompileOptions {
         if want > have {
             return Err(PjrtError::local(format!(
                 "{want} devices are needed ({} replicas x {} partitions) but the client has {have}; \
-                 ask for at most {have} (LAZYXLA_CPU_DEVICES sets the CPU plugin's count)",
+                 ask for at most {have} (`lazyxla::set_cpu_device_count` or LAZYXLA_CPU_DEVICES sets the CPU plugin's count)",
                 self.replicas, self.partitions
             )));
         }
