@@ -273,6 +273,7 @@ impl HostArray {
         }
     }
 }
+
 /// The alignment at which the CPU plugins use host memory in place rather
 /// than copy it (measured: 64 bytes, with both plugins).
 pub(crate) const LEND_ALIGN: usize = 64;

@@ -131,8 +131,9 @@ pub(crate) trait Backend: Send + Sync {
     /// Copies exact host data to the device; `bound` is the static shape to
     /// allocate (equal to the data's shape, or larger for `mark_dynamic`).
     fn upload(&self, host: &HostArray, bound: &[usize]) -> Result<DeviceBuffer>;
-    /// [`Backend::upload`] of host data no one else will write: a backend
-    /// may keep `host` and use its memory in place instead of copying it.
+    /// [`Backend::upload`] of host data nothing else holds: a backend may
+    /// keep `host` and use its memory in place instead of copying it (even
+    /// write it, when the buffer is donated).
     fn upload_owned(&self, host: &Arc<HostArray>, bound: &[usize]) -> Result<DeviceBuffer> {
         self.upload(host, bound)
     }

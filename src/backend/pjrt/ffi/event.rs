@@ -51,9 +51,7 @@ impl Event {
         let raw = std::mem::replace(&mut self.raw, null_mut());
         self.plugin.await_event(raw, self.function)
     }
-}
 
-impl Event {
     /// Drops `value` once the event fires: on the plugin thread that fires
     /// it, or before this returns when it already has. This is how host
     /// memory lent to the plugin lives exactly as long as the plugin reads
