@@ -151,7 +151,8 @@ impl Device {
     /// `LAZYXLA_PJRT_PATH`, colon-separated, first; then `$VIRTUAL_ENV`,
     /// `$CONDA_PREFIX`, the site-packages that `python3` reports, and the
     /// per-user and system `python3*/site-packages` and `dist-packages`):
-    /// `libtpu/libtpu.so`, `jax_plugins/xla_cuda12/xla_cuda_plugin.so`,
+    /// `libtpu/libtpu.so`, `jax_plugins/xla_cuda13/xla_cuda_plugin.so`,
+    /// `jax_plugins/xla_cuda12/xla_cuda_plugin.so`,
     /// `lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so` (a newer, faster XLA
     /// CPU build), `xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`, in that
     /// order of preference. `PJRT_DEVICE=CPU|CUDA|TPU` keeps only that kind. The

@@ -21,6 +21,7 @@ step's first N arguments). `benches/lowering.rs` compiles and times that
 program on lazyxla's PJRT plugin beside lazyxla's own program.
 """
 
+import os
 import sys
 import time
 
@@ -28,7 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_platforms", "cpu")
+# The CPU unless JAX_PLATFORMS names another (cuda, for the GPU runs).
+jax.config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or "cpu")
 
 # ---------------------------------------------------------------- resnet
 

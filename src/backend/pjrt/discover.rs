@@ -46,6 +46,7 @@ impl Kind {
 /// (benches/README.md, "Plugins").
 pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
     (Kind::Tpu, "libtpu/libtpu.so"),
+    (Kind::Cuda, "jax_plugins/xla_cuda13/xla_cuda_plugin.so"),
     (Kind::Cuda, "jax_plugins/xla_cuda12/xla_cuda_plugin.so"),
     (Kind::Cpu, "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so"),
     (Kind::Cpu, "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"),
