@@ -5,10 +5,10 @@
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
 //! one of `workloads::NAMES` (`mlp_bf16` is lazyxla only: f32 against
 //! bf16 compute). Prints
-//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f>`:
+//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f>`:
 //! the first step (compile included; the runtime started before it),
-//! the median step after warm-up (upload, step, results read), and the
-//! process CPU time per timed step. Host data generation is excluded, as
+//! the median step after warm-up (upload, step, results read), the
+//! process CPU time per timed step, and the first step's time compiling. Host data generation is excluded, as
 //! on the JAX side.
 
 mod workloads;
@@ -18,15 +18,18 @@ use workloads::cpu_ms;
 
 /// Runs step 0 (first, compile included), three warm-up steps, then
 /// `steps` timed steps over inputs 1..=steps: (first ms, median ms, CPU
-/// ms per step).
-fn timed(steps: usize, mut step: impl FnMut(usize) -> f64) -> (f64, f64, f64) {
+/// ms per step, ms the first step spent compiling).
+fn timed(steps: usize, mut step: impl FnMut(usize) -> f64) -> (f64, f64, f64, f64) {
     // The plugin is loaded and its client made before the clock starts,
     // as `import jax` and `jax.devices()` do on the JAX side: the first
     // step measures compiling and running, not starting the runtime.
     std::hint::black_box(lazyxla::devices());
+    let compiled = || lazyxla::metrics::timer_total("CompileTime").as_secs_f64() * 1e3;
+    let before = compiled();
     let t = Instant::now();
     std::hint::black_box(step(0));
     let first = t.elapsed().as_secs_f64() * 1e3;
+    let compile = compiled() - before;
     for i in 1..4 {
         std::hint::black_box(step(i));
     }
@@ -39,7 +42,7 @@ fn timed(steps: usize, mut step: impl FnMut(usize) -> f64) -> (f64, f64, f64) {
     }
     let cpu = (cpu_ms() - cpu) / steps as f64;
     times.sort_by(f64::total_cmp);
-    (first, times[times.len() / 2], cpu)
+    (first, times[times.len() / 2], cpu, compile)
 }
 
 fn main() {
@@ -54,6 +57,8 @@ fn main() {
         eprintln!("unknown workload {workload}: use {}", workloads::NAMES);
         std::process::exit(2);
     };
-    let (first, step, cpu) = timed(steps, step);
-    println!("RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3}");
+    let (first, step, cpu, compile) = timed(steps, step);
+    println!(
+        "RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3} compile_ms={compile:.2}"
+    );
 }
