@@ -8,8 +8,8 @@
 //! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f>`:
 //! the first step (compile included; the runtime started before it),
 //! the median step after warm-up (upload, step, results read), the
-//! process CPU time per timed step, and the first step's time compiling. Host data generation is excluded, as
-//! on the JAX side.
+//! process CPU time per timed step, and the first step's time in XLA's
+//! compiler. Host data generation is excluded, as on the JAX side.
 
 mod workloads;
 

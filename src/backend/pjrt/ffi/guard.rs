@@ -6,7 +6,8 @@
 //! this layer never calls one directly (a test below checks the sources).
 //! Only `PJRT_Error_Destroy`, `PJRT_Error_Message` and `PJRT_Error_GetCode`,
 //! which only read or free an error object, are called directly: they run
-//! while an error is being taken apart, inside `Plugin::call` itself.
+//! while an error is being taken apart, inside `Plugin::call` itself or in
+//! an event's `OnReady` callback (`Event::drop_when_ready`).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;
