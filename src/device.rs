@@ -391,6 +391,40 @@ pub fn set_cpu_device_count(n: usize) -> crate::Result<()> {
     crate::backend::cpu_devices::ask(n)
 }
 
+/// Chooses how the PJRT CPU client runs programs: on its worker threads,
+/// returning from the step's sync at once (`true`, asynchronous dispatch),
+/// or on the thread that syncs, returning when the program is done
+/// (`false`, inline). `LAZYXLA_CPU_ASYNC_DISPATCH=1` asks the same from
+/// outside the program; this call takes precedence.
+///
+/// A process with one CPU device dispatches inline unless asked
+/// otherwise: a training loop that reads its loss every step then skips
+/// handing each program to a worker and waking up again for the read.
+/// Asynchronous dispatch pays off when the host records the next step
+/// while the last one runs (nothing read in between), with cores to
+/// spare. With several CPU devices dispatch is always asynchronous, since
+/// a program's replicas must run at the same time; like JAX's
+/// `jax_cpu_enable_async_dispatch`, the choice is for one-device programs.
+/// It is fixed when the CPU client is made, so call this first thing in
+/// `main`. Other plugins (GPUs) always dispatch asynchronously.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the CPU
+/// client already exists and dispatches the other way (the message says
+/// how it dispatches, and why when it has several devices).
+///
+/// ```
+/// lazyxla::set_cpu_async_dispatch(true).unwrap();
+/// let x = lazyxla::Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+/// let y = &x * 3.0;
+/// lazyxla::mark_step().unwrap(); // returns while the program may still run
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+/// ```
+pub fn set_cpu_async_dispatch(enabled: bool) -> crate::Result<()> {
+    crate::backend::cpu_dispatch::ask(enabled)
+}
+
 /// The devices of `d`'s group (one PJRT client, or the reference devices),
 /// if it belongs to one.
 fn peers(d: &Device) -> Option<Vec<Device>> {

@@ -68,7 +68,7 @@ mod tensor;
 /// [`Device::pjrt_distributed`].
 pub use backend::pjrt::ffi::{KeyValueStore, KvError};
 pub use capture::{capture, CapturedStep};
-pub use device::{devices, set_cpu_device_count, Device};
+pub use device::{devices, set_cpu_async_dispatch, set_cpu_device_count, Device};
 pub use dtype::DType;
 pub use error::{Error, Result};
 /// The `half` crate, whose `f16` and `bf16` are the elements of

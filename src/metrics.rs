@@ -54,6 +54,7 @@ named!(
         StepReplay,
         InPlaceResult,
         DonatedBuffer,
+        ExecuteInline,
     }
 );
 

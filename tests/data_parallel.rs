@@ -234,3 +234,21 @@ backend_test! {
         assert_eq!(w.to_vec::<f32>().unwrap(), vec![0.25, 1.25]);
     }
 }
+
+#[test]
+fn several_cpu_devices_dispatch_asynchronously_whatever_is_asked() {
+    let _g = common::lock();
+    let Some(d) = common::pjrt_device() else {
+        return;
+    };
+    d.scoped(|| {
+        let e = lazyxla::set_cpu_async_dispatch(false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("4 CPU devices") && e.contains("at the same time"),
+            "{e}"
+        );
+        assert!(lazyxla::set_cpu_async_dispatch(true).is_ok());
+    });
+}

@@ -5,6 +5,7 @@
 
 mod buffer;
 pub(crate) mod cpu_devices;
+pub(crate) mod cpu_dispatch;
 pub mod pjrt;
 pub(crate) mod reference;
 

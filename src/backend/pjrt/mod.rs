@@ -48,7 +48,8 @@ pub(crate) struct PjrtExecutable {
 /// one. It then waits for the previous execution, so at most two are in
 /// flight (the device never waits for the host between steps, and the
 /// host never runs more than a step ahead, which bounds the memory that
-/// queued steps hold).
+/// queued steps hold). A one-device CPU client runs the program inside
+/// the execute call instead (`backend::cpu_dispatch`).
 pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
     in_flight: at_exit::InFlight,
@@ -189,9 +190,23 @@ impl PjrtBackend {
         };
         let (n, asked) = crate::backend::cpu_devices::fixed()?;
         let spare = usize::from(n > 1);
-        let option = [("cpu_device_count", OptionValue::Int64((n + spare) as i64))];
+        let count = ("cpu_device_count", OptionValue::Int64((n + spare) as i64));
+        let inline = crate::backend::cpu_dispatch::inline_wanted(n)?;
         let is_cpu = |c: &Client| c.platform_name().eq_ignore_ascii_case("cpu");
-        let (client, exposed) = match Client::with_options(plugin.clone(), &option) {
+        // A plugin that does not know the dispatch option refuses it: it
+        // is then asked for the count alone, and dispatches as it does.
+        let with_inline = if inline {
+            let asynchronous = ("asynchronous", OptionValue::Bool(false));
+            Client::with_options(plugin.clone(), &[count.clone(), asynchronous]).ok()
+        } else {
+            None
+        };
+        let dispatches_inline = with_inline.is_some();
+        let created = match with_inline {
+            Some(c) => Ok(c),
+            None => Client::with_options(plugin.clone(), &[count]),
+        };
+        let (client, exposed) = match created {
             Ok(c) if is_cpu(&c) => (c, n),
             // Another platform that ignores the option: every device.
             Ok(c) => {
@@ -216,6 +231,9 @@ impl PjrtBackend {
             },
         };
         let exposed = exposed.min(client.device_count());
+        if is_cpu(&client) {
+            crate::backend::cpu_dispatch::fix(!dispatches_inline, n);
+        }
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
         let first = PjrtBackend {
             in_flight: at_exit::in_flight_slot(),
@@ -486,6 +504,10 @@ impl Backend for PjrtBackend {
                 Some(DeviceBuffer::new(Storage::Pjrt(b)))
             })
             .map_err(|e| backend_err(&self.name, "execute", e))?;
+        // A client that dispatches inline returns with the program done.
+        if done.is_ready() {
+            metrics::inc(metrics::Counter::ExecuteInline);
+        }
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
         let previous = self.in_flight.lock().replace(done);

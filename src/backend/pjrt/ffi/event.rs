@@ -52,6 +52,22 @@ impl Event {
         self.plugin.await_event(raw, self.function)
     }
 
+    /// Whether the event has fired (a null event, "already complete",
+    /// has). A plugin without the query answers false.
+    pub fn is_ready(&self) -> bool {
+        if self.raw.is_null() {
+            return true;
+        }
+        let mut args = new_args::<sys::EventIsReadyArgs>();
+        args.event = self.raw;
+        if let Ok(is_ready) = api_fn!(self.plugin, PJRT_Event_IsReady) {
+            // SAFETY: `raw` is a live event owned by this value.
+            let asked = unsafe { self.plugin.call(is_ready, &mut args, self.function) };
+            return asked.is_ok() && args.is_ready;
+        }
+        false
+    }
+
     /// Drops `value` once the event fires: on the plugin thread that fires
     /// it, or before this returns when it already has. This is how host
     /// memory lent to the plugin lives exactly as long as the plugin reads

@@ -178,6 +178,15 @@ pub struct EventArgs {
 /// owned error, null on success) and the registered `user_arg`.
 pub type EventOnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
 
+/// `PJRT_Event_IsReady_Args`.
+#[repr(C)]
+pub struct EventIsReadyArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub event: *mut Event,
+    pub is_ready: bool,
+}
+
 /// `PJRT_Event_OnReady_Args` (the caller keeps owning the event).
 #[repr(C)]
 pub struct EventOnReadyArgs {
@@ -516,6 +525,7 @@ args_structs!(
     PluginInitializeArgs,
     EventArgs,
     EventOnReadyArgs,
+    EventIsReadyArgs,
     ClientCreateArgs,
     ClientDestroyArgs,
     ClientPlatformNameArgs,
@@ -567,7 +577,7 @@ pub struct Api {
     pub PJRT_Plugin_Attributes: Option<Unused>,
 
     pub PJRT_Event_Destroy: Option<Fallible<EventArgs>>,
-    pub PJRT_Event_IsReady: Option<Unused>,
+    pub PJRT_Event_IsReady: Option<Fallible<EventIsReadyArgs>>,
     pub PJRT_Event_Error: Option<Fallible<EventArgs>>,
     pub PJRT_Event_Await: Option<Fallible<EventArgs>>,
     pub PJRT_Event_OnReady: Option<Fallible<EventOnReadyArgs>>,
