@@ -44,17 +44,8 @@ fn a_process_has_one_cpu_device_unless_it_asks_for_more() {
     }
 }
 
-/// Whether the plugin accepts the CPU client option that turns
-/// asynchronous dispatch off (`xla-cpu-pjrt` 0.81 refuses it).
-fn plugin_knows_inline_dispatch() -> bool {
-    use lazyxla::debug::pjrt_ffi::{Client, OptionValue, Plugin};
-    let path = lazyxla::debug::pjrt_plugin_path().expect("a PJRT plugin loaded");
-    let plugin = Plugin::load(&path).unwrap();
-    Client::with_options(plugin, &[("asynchronous", OptionValue::Bool(false))]).is_ok()
-}
-
 #[test]
-fn a_one_device_cpu_client_runs_each_program_on_the_syncing_thread() {
+fn a_cpu_client_dispatches_asynchronously_unless_asked() {
     assert!(
         std::env::var_os("LAZYXLA_CPU_ASYNC_DISPATCH").is_none(),
         "run this test without LAZYXLA_CPU_ASYNC_DISPATCH"
@@ -64,35 +55,20 @@ fn a_one_device_cpu_client_runs_each_program_on_the_syncing_thread() {
         return;
     };
     d.scoped(|| {
-        let (runs, inline) = (
-            lazyxla::metrics::counter("ExecuteGraph"),
-            lazyxla::metrics::counter("ExecuteInline"),
-        );
         let w = Tensor::from_vec(vec![0.5f32, -1.0, 2.0], &[3]).unwrap();
-        for step in 1..=3 {
-            let y = (&w * step as f64).sum();
-            lazyxla::mark_step().unwrap();
-            assert_eq!(y.item::<f32>().unwrap(), 1.5 * step as f32);
-        }
-        let runs = lazyxla::metrics::counter("ExecuteGraph") - runs;
-        let inline = lazyxla::metrics::counter("ExecuteInline") - inline;
-        assert!(runs >= 3, "{runs} executions");
-        if plugin_knows_inline_dispatch() {
-            // Each execution had completed when the plugin's call returned.
-            assert_eq!(inline, runs);
-            let e = lazyxla::set_cpu_async_dispatch(true)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                e.contains("already dispatches inline")
-                    && e.contains("LAZYXLA_CPU_ASYNC_DISPATCH=1"),
-                "{e}"
-            );
-            assert!(lazyxla::set_cpu_async_dispatch(false).is_ok());
-        } else {
-            // The plugin dispatches as it always did; asking for that is fine.
-            assert!(lazyxla::set_cpu_async_dispatch(true).is_ok());
-        }
+        let y = (&w * 2.0).sum();
+        lazyxla::mark_step().unwrap();
+        assert_eq!(y.item::<f32>().unwrap(), 3.0);
+        let e = lazyxla::set_cpu_async_dispatch(false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("inline dispatch was asked for")
+                && e.contains("already dispatches asynchronously")
+                && e.contains("LAZYXLA_CPU_ASYNC_DISPATCH=0"),
+            "{e}"
+        );
+        assert!(lazyxla::set_cpu_async_dispatch(true).is_ok());
         // A refused request changed nothing.
         let y = (&w * 10.0).sum();
         lazyxla::mark_step().unwrap();

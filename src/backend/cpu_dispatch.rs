@@ -2,16 +2,16 @@
 //! (inline) or hands it to its worker threads (asynchronous dispatch, the
 //! client option `asynchronous`).
 //!
-//! Inline when the process has one CPU device, unless asked otherwise.
-//! Handing a program over costs a wake-up of a worker and, for the read
-//! that follows, a wake-up back (the threads contend for the same cores as
-//! the program); a step whose result is read before the next one is
-//! recorded gains nothing from it (measured in `benches/README.md`, "CPU
-//! dispatch"). Asynchronous dispatch is for loops that record the next
-//! step while the last one runs ([`set_cpu_async_dispatch`]
-//! (crate::set_cpu_async_dispatch) or `LAZYXLA_CPU_ASYNC_DISPATCH=1`), and
-//! is the only choice with several devices, whose replicas must run at the
-//! same time. The choice is fixed when the CPU client is made.
+//! Asynchronous unless asked otherwise, as in JAX
+//! (`jax_cpu_enable_async_dispatch`). Inline dispatch saves the hand-over:
+//! waking a worker and, for the read that follows, being woken back, all
+//! on the cores the program runs on. A small step read before the next one
+//! is recorded gains from it, a large multi-threaded one can lose (measured
+//! in `benches/README.md`, "Inline dispatch"), so it is the user's choice
+//! ([`set_cpu_async_dispatch`](crate::set_cpu_async_dispatch) or
+//! `LAZYXLA_CPU_ASYNC_DISPATCH=0`), for a process of one CPU device: with
+//! several, a program's replicas must run at the same time. The choice is
+//! fixed when the CPU client is made.
 
 use crate::{Error, Result};
 use parking_lot::Mutex;
@@ -75,13 +75,13 @@ pub(crate) fn ask(asynchronous: bool) -> Result<()> {
 }
 
 /// Whether a CPU client of `devices` devices should dispatch inline: one
-/// device, and neither [`crate::set_cpu_async_dispatch`] nor
-/// `LAZYXLA_CPU_ASYNC_DISPATCH` asked for asynchronous dispatch.
+/// device, and [`crate::set_cpu_async_dispatch`] or
+/// `LAZYXLA_CPU_ASYNC_DISPATCH` asked for it.
 pub(crate) fn inline_wanted(devices: usize) -> Result<bool> {
     let asked = DISPATCH.lock().asked;
     let asynchronous = match asked {
         Some(a) => a,
-        None => env()?.unwrap_or(false),
+        None => env()?.unwrap_or(true),
     };
     Ok(devices == 1 && !asynchronous)
 }
