@@ -232,6 +232,13 @@ impl PjrtBackend {
         };
         let exposed = exposed.min(client.device_count());
         if is_cpu(&client) {
+            if inline && !dispatches_inline {
+                eprintln!(
+                    "lazyxla: the PJRT plugin {} (C API {major}.{minor}) does not know the CPU \
+                     client option for inline dispatch; its programs run on its worker threads",
+                    path.display()
+                );
+            }
             crate::backend::cpu_dispatch::fix(!dispatches_inline, n);
         }
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
