@@ -401,9 +401,12 @@ pub fn set_cpu_device_count(n: usize) -> crate::Result<()> {
 /// Inline dispatch skips handing each program to a worker and waking up
 /// again for the read. A small step that is read before the next one is
 /// recorded (a training loop that logs its loss) gains from it: the
-/// detector of the benchmarks takes 8% less CPU lazily and 14% less time
-/// captured. A large step whose program spreads over the cores can lose
-/// (an MLP step of 3 ms took 30–48% longer on 2 cores), so measure.
+/// detector of the benchmarks took 6–19% less CPU and 2–17% less time. A
+/// large step can lose: an MLP step of 3 ms took 30–48% longer, because
+/// the plugin's temporaries then come from the main thread's `malloc`
+/// arena, which glibc trims and grows again every step
+/// (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432`
+/// removed the loss). So measure.
 /// With several CPU devices dispatch is always asynchronous, since a
 /// program's replicas must run at the same time; like JAX's
 /// `jax_cpu_enable_async_dispatch`, the choice is for one-device
