@@ -48,8 +48,9 @@ pub(crate) struct PjrtExecutable {
 /// one. It then waits for the previous execution, so at most two are in
 /// flight (the device never waits for the host between steps, and the
 /// host never runs more than a step ahead, which bounds the memory that
-/// queued steps hold). A one-device CPU client runs the program inside
-/// the execute call instead (`backend::cpu_dispatch`).
+/// queued steps hold). A one-device CPU client asked for inline dispatch
+/// runs the program inside the execute call instead
+/// (`backend::cpu_dispatch`).
 pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
     in_flight: at_exit::InFlight,
