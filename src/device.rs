@@ -407,6 +407,7 @@ pub fn set_cpu_device_count(n: usize) -> crate::Result<()> {
 /// arena, which glibc trims and grows again every step
 /// (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432`
 /// removed the loss). So measure.
+///
 /// With several CPU devices dispatch is always asynchronous, since a
 /// program's replicas must run at the same time; like JAX's
 /// `jax_cpu_enable_async_dispatch`, the choice is for one-device
