@@ -265,11 +265,15 @@ pub(crate) fn topo_order_indexed<'a>(
     roots: impl DoubleEndedIterator<Item = &'a Arc<Node>>,
     stop: impl Fn(&Node) -> bool,
 ) -> (Vec<&'a Arc<Node>>, FxHashMap<*const Node, usize>) {
-    // Room for a small step's graph up front: grown from empty, the map
-    // rehashes several times on every sync (small graphs trace ~15% faster).
-    let mut order = Vec::with_capacity(32);
+    // Room for the graph up front, sized by the last traversal (a training
+    // loop traces graphs of one size over and over): grown from empty, the
+    // map rehashes several times on every sync (small graphs trace ~15%
+    // faster with room for 32).
+    static LAST_LEN: AtomicUsize = AtomicUsize::new(32);
+    let room = LAST_LEN.load(Ordering::Relaxed).clamp(32, 4096);
+    let mut order = Vec::with_capacity(room);
     let mut index: FxHashMap<*const Node, usize> =
-        FxHashMap::with_capacity_and_hasher(32, Default::default());
+        FxHashMap::with_capacity_and_hasher(room, Default::default());
     // (node, whether its deps were already pushed)
     let mut stack: Vec<(&'a Arc<Node>, bool)> = roots.rev().map(|r| (r, false)).collect();
     while let Some((n, expanded)) = stack.pop() {
@@ -293,5 +297,6 @@ pub(crate) fn topo_order_indexed<'a>(
             }
         }
     }
+    LAST_LEN.store(order.len(), Ordering::Relaxed);
     (order, index)
 }

@@ -85,6 +85,18 @@ impl Buffer {
         }
     }
 
+    /// Sets the cached type and shape to those the buffer was created
+    /// with from dense host data: a static array of exactly `dims`, which
+    /// is what PJRT makes of it, so the plugin need not be asked.
+    fn set_created_shape(&mut self, element_type: ElementType, dims: &[i64]) {
+        self.shape = Arc::new(BufferShape {
+            element_type,
+            dims: dims.to_vec(),
+            unpadded_dims: dims.to_vec(),
+            dynamic_dims: Vec::new(),
+        });
+    }
+
     /// Fills the cached type and shape from the plugin.
     pub(super) fn read_shape(&mut self) -> Result<(), PjrtError> {
         let plugin = &self.client.plugin;
@@ -385,7 +397,7 @@ pub(super) fn from_host(
     // SAFETY: `data` stays borrowed until `done` has fired below.
     let (mut buffer, done) = unsafe { start_from_host(client, data, ty, dims, device, semantics) }?;
     done.wait()?;
-    buffer.read_shape()?;
+    buffer.set_created_shape(ty, dims);
     Ok(buffer)
 }
 
@@ -404,7 +416,7 @@ pub(super) fn from_lent_host(
     let (mut buffer, done) =
         unsafe { start_from_host(client, lent.lent_bytes(), ty, dims, device, semantics) }?;
     done.drop_when_ready(Box::new(lent));
-    buffer.read_shape()?;
+    buffer.set_created_shape(ty, dims);
     Ok(buffer)
 }
 
