@@ -10,6 +10,10 @@
 //! the median step after warm-up (upload, step, results read), the
 //! process CPU time per timed step, and the first step's time in XLA's
 //! compiler. Host data generation is excluded, as on the JAX side.
+//! `MATMUL_PRECISION=highest|high|medium` sets
+//! `lazyxla::set_float32_matmul_precision` first (default "highest", as
+//! PyTorch; JAX's default on a GPU is TensorFloat-32, lazyxla's "medium",
+//! and `JAX_DEFAULT_MATMUL_PRECISION=highest` is the JAX side's "highest").
 
 mod workloads;
 
@@ -53,6 +57,12 @@ fn main() {
         .collect();
     let workload = args.first().map(String::as_str).unwrap_or("topk");
     let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    if let Ok(level) = std::env::var("MATMUL_PRECISION") {
+        if let Err(e) = lazyxla::set_float32_matmul_precision(&level) {
+            eprintln!("MATMUL_PRECISION: {e}");
+            std::process::exit(2);
+        }
+    }
     let Some(step) = workloads::workload(workload, steps) else {
         eprintln!("unknown workload {workload}: use {}", workloads::NAMES);
         std::process::exit(2);

@@ -482,6 +482,8 @@ pub(crate) fn trace(
             outputs,
             size_outputs: Vec::new(),
             aliases: Vec::new(),
+            // The lowering uses the enclosing program's.
+            matmul_precision: Default::default(),
         });
     }
     Ok(Traced {

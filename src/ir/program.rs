@@ -61,6 +61,26 @@ pub(crate) struct Program {
     /// the program starts), and into fresh memory otherwise (DESIGN.md
     /// "Donated buffers"). Part of the key.
     pub aliases: Vec<(usize, usize)>,
+    /// How a backend may compute the program's `f32` matrix products
+    /// (`set_float32_matmul_precision`, as set when it was traced). Part
+    /// of the key.
+    pub matmul_precision: MatmulPrecision,
+}
+
+/// The internal precision of `f32` matrix products, PyTorch's
+/// `torch.set_float32_matmul_precision` levels. A CPU computes every level
+/// in `f32`; an accelerator may use TensorFloat-32 or bf16 passes below
+/// `Highest` (XLA's `precision_config` `HIGH` and `DEFAULT`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) enum MatmulPrecision {
+    /// `f32` throughout (`"highest"`, PyTorch's default).
+    #[default]
+    Highest,
+    /// TensorFloat-32, or three bf16 passes, where faster (`"high"`).
+    High,
+    /// The backend's fastest (`"medium"`): TensorFloat-32 on NVIDIA GPUs,
+    /// bf16 on TPUs, as JAX and PyTorch/XLA compute by default.
+    Medium,
 }
 
 /// Collects the bytes that `Hash` writes, so the key is an exact encoding

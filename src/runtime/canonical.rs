@@ -37,6 +37,8 @@ pub(crate) struct Traced<'a> {
     pub aliases: Vec<(usize, usize)>,
     /// The aliased parameters this execution donates, set by `donate`.
     pub donated: smallvec::SmallVec<[usize; 4]>,
+    /// The precision of `f32` matrix products when traced.
+    matmul_precision: crate::ir::program::MatmulPrecision,
 }
 
 impl Traced<'_> {
@@ -98,6 +100,7 @@ impl Traced<'_> {
             outputs: self.outputs.clone(),
             size_outputs: self.size_outputs.clone(),
             aliases: self.aliases.clone(),
+            matmul_precision: self.matmul_precision,
         }
     }
 
@@ -137,6 +140,7 @@ impl Traced<'_> {
         self.outputs.hash(&mut w);
         self.size_outputs.hash(&mut w);
         self.aliases.hash(&mut w);
+        self.matmul_precision.hash(&mut w);
         self.key = w.bytes;
     }
 }
@@ -256,5 +260,6 @@ pub(crate) fn trace_unkeyed<'a>(
         var_args,
         aliases: Vec::new(),
         donated: smallvec::SmallVec::new(),
+        matmul_precision: super::precision::current(),
     })
 }

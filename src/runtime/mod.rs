@@ -8,6 +8,7 @@ pub(crate) mod canonical;
 pub(crate) mod device_data;
 pub(crate) mod donation;
 pub(crate) mod materialize;
+pub(crate) mod precision;
 pub(crate) mod size_cell;
 pub(crate) mod size_values;
 pub(crate) mod sync;

@@ -133,6 +133,7 @@ impl Ctx<'_> {
     ) -> Result<(Vec<V>, Vec<Check>)> {
         let b = std::mem::replace(&mut self.b, super::emit::Builder::new());
         let mut inner = Ctx::new(b, p);
+        inner.matmul_precision = self.matmul_precision;
         inner.enter(params, outer.to_vec());
         let outputs = inner.lower_nodes().and_then(|()| {
             p.outputs

@@ -103,6 +103,9 @@ pub(super) struct Ctx<'p> {
     masked: HashMap<u64, usize>,
     /// Their masks and counts, once defined.
     masks: HashMap<u64, masked::MaskVar>,
+    /// The precision of `f32` products: the program's, also in its loops'
+    /// bodies (traced without one).
+    pub(super) matmul_precision: crate::ir::program::MatmulPrecision,
 }
 
 /// The MLIR type of a node: a dimension is dynamic exactly when its size
@@ -259,6 +262,7 @@ impl<'p> Ctx<'p> {
             swapped: reduce::swapped_dots(program),
             masked: masked::masked_vars(program),
             masks: HashMap::new(),
+            matmul_precision: program.matmul_precision,
         }
     }
 
@@ -358,8 +362,9 @@ impl Ctx<'_> {
             // dot is never lowered).
             let (a, b) = (self.value(s.lhs)?, self.value(s.rhs)?);
             let ty = self.ty(i);
+            let precision = self.product_precision(ty.elt);
             return Ok(self.in_f32(&[a, b], &ty, |c, ins, ty| {
-                c.dot(&ins[0], &ins[1], &s.form, ty)
+                c.dot(&ins[0], &ins[1], &s.form, ty, precision)
             }));
         }
         let node = &self.program.nodes[i];
@@ -440,7 +445,12 @@ impl Ctx<'_> {
             Op::SelectAndScatter { kind, window } => {
                 self.select_and_scatter(*kind, &ins[0], &ins[1], window, &ty)
             }
-            Op::Dot(dot) => self.in_f32(&ins, &ty, |c, ins, ty| c.dot(&ins[0], &ins[1], dot, ty)),
+            Op::Dot(dot) => {
+                let precision = self.product_precision(ty.elt);
+                self.in_f32(&ins, &ty, |c, ins, ty| {
+                    c.dot(&ins[0], &ins[1], dot, ty, precision)
+                })
+            }
             Op::Convolution(cv) => self.in_f32(&ins, &ty, |c, ins, ty| {
                 c.convolution(&ins[0], &ins[1], cv, ty)
             }),

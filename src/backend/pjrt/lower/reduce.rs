@@ -4,7 +4,7 @@
 use super::emit::{list, Builder, Elt, Ty, V};
 use super::guarded::Side;
 use super::Ctx;
-use crate::ir::program::Program;
+use crate::ir::program::{MatmulPrecision, Program};
 use crate::ir::CmpOp;
 use crate::ir::{ArgKind, Dot, Op, ReduceKind};
 
@@ -124,7 +124,9 @@ impl Ctx<'_> {
     /// `0 * inf` is NaN; or, where `guarded` applies, in the smaller
     /// operand alone, the result checked. Padding along free and batch
     /// dims only reaches the result's padding, so it is left as it is.
-    pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty) -> V {
+    /// `precision` is the `precision_config` level of both operands
+    /// ([`Ctx::product_precision`]), none for XLA's default.
+    pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty, precision: Option<&str>) -> V {
         let sa = self.sizes_of(a);
         let sb = self.sizes_of(b);
         let raw = self.raw_side_of(a, b, dot, ty);
@@ -155,7 +157,12 @@ impl Ctx<'_> {
                 list(&to_i64(&dot.rhs_contract))
             ));
         }
-        let attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
+        let mut attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
+        if let Some(level) = precision {
+            attrs.push_str(&format!(
+                ", precision_config = [#stablehlo<precision {level}>, #stablehlo<precision {level}>]"
+            ));
+        }
         let out = match raw {
             None => self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound()),
             Some(side) => self.checked_dot(side, (a, &sa, &az), (b, &sb, &bz), dot, &attrs, ty),
@@ -166,6 +173,20 @@ impl Ctx<'_> {
         sizes.extend(dot.lhs_free(a.ty.rank()).into_iter().map(|d| sa[d].clone()));
         sizes.extend(dot.rhs_free(b.ty.rank()).into_iter().map(|d| sb[d].clone()));
         self.redyn(out, ty, &sizes)
+    }
+
+    /// The `precision_config` level of a product whose result is of
+    /// element type `elt` (before half operands are widened): the
+    /// program's `set_float32_matmul_precision` level for an `f32`
+    /// product; none (XLA's default) for "medium" and for other types. A
+    /// half product widened to `f32` keeps the default, so a GPU runs it
+    /// on its fast units as before.
+    pub(super) fn product_precision(&self, elt: Elt) -> Option<&'static str> {
+        match (elt, self.matmul_precision) {
+            (Elt::F32, MatmulPrecision::Highest) => Some("HIGHEST"),
+            (Elt::F32, MatmulPrecision::High) => Some("HIGH"),
+            _ => None,
+        }
     }
 
     /// `x` (with run-time sizes `sizes`) as a static tensor of its bound
