@@ -189,17 +189,22 @@ impl Drop for Node {
     /// pending ops cannot overflow the stack.
     fn drop(&mut self) {
         LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        let mut stack: Vec<Arc<Node>> = self
-            .inputs
-            .drain(..)
-            .chain(self.size_deps.drain(..))
-            .collect();
-        while let Some(n) = stack.pop() {
+        // Only an input this node held alone goes on the stack (its own
+        // inputs do): dropping a node whose inputs other nodes still hold,
+        // the common case, allocates nothing.
+        let mut stack: Vec<Arc<Node>> = Vec::new();
+        let take = |n: Arc<Node>, stack: &mut Vec<Arc<Node>>| {
             if let Some(mut inner) = Arc::into_inner(n) {
                 stack.extend(inner.inputs.drain(..));
                 stack.extend(inner.size_deps.drain(..));
                 // `inner` drops here with empty input lists.
             }
+        };
+        for n in self.inputs.drain(..).chain(self.size_deps.drain(..)) {
+            take(n, &mut stack);
+        }
+        while let Some(n) = stack.pop() {
+            take(n, &mut stack);
         }
     }
 }
@@ -299,4 +304,45 @@ pub(crate) fn topo_order_indexed<'a>(
     }
     LAST_LEN.store(order.len(), Ordering::Relaxed);
     (order, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::op::{Lit, UnaryOp};
+
+    /// A chain far deeper than a thread's stack could drop recursively
+    /// drops, and so does a node whose inputs other nodes still hold.
+    #[test]
+    fn a_long_chain_and_a_shared_input_drop_without_recursion() {
+        let leaf = Node::new(
+            Op::Scalar {
+                value: Lit(1.0),
+                dtype: DType::F32,
+            },
+            Inputs::new(),
+            SmallVec::new(),
+            DType::F32,
+            Shape::new(),
+            false,
+        );
+        let neg = |x: &Arc<Node>| {
+            Node::new(
+                Op::Unary(UnaryOp::Neg),
+                smallvec::smallvec![x.clone()],
+                SmallVec::new(),
+                DType::F32,
+                Shape::new(),
+                false,
+            )
+        };
+        let mut chain = neg(&leaf);
+        for _ in 0..1_000_000 {
+            chain = neg(&chain);
+        }
+        let shared = neg(&leaf);
+        drop(chain);
+        drop(shared);
+        assert_eq!(Arc::strong_count(&leaf), 1);
+    }
 }
