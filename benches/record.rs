@@ -10,6 +10,9 @@
 use lazyxla::Tensor;
 use std::time::Instant;
 
+/// A case: its name, how many ops a round records, and the recording.
+type Case<'a> = (&'static str, usize, Box<dyn FnMut() + 'a>);
+
 fn per_op(n: usize, mut f: impl FnMut()) -> f64 {
     let mut rounds: Vec<f64> = (0..5)
         .map(|_| {
@@ -31,7 +34,7 @@ fn main() {
     let w = Tensor::from_vec(vec![0.1f32; 64], &[4, 16])
         .unwrap()
         .requires_grad(true);
-    let cases: [(&str, usize, Box<dyn FnMut()>); 5] = [
+    let cases: [Case; 5] = [
         (
             "binary",
             200_000,
