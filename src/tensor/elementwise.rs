@@ -171,16 +171,20 @@ impl Tensor {
                 )
             }
             Rhs::Scalar(v, _) => {
-                let s = record(
-                    Op::Scalar {
-                        value: Lit(v),
-                        dtype: dt,
-                    },
-                    Inputs::new(),
-                    SmallVec::new(),
-                )
-                .unwrap_or_else(|e| panic!("{e}"));
-                let b = broadcast_node(op, &s, &a.shape, &a);
+                let b = splat::shared(v, dt, &a.shape).unwrap_or_else(|| {
+                    let s = record(
+                        Op::Scalar {
+                            value: Lit(v),
+                            dtype: dt,
+                        },
+                        Inputs::new(),
+                        SmallVec::new(),
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    let b = broadcast_node(op, &s, &a.shape, &a);
+                    splat::keep(v, dt, &a.shape, &b);
+                    b
+                });
                 (a, b)
             }
         }
@@ -506,5 +510,88 @@ fn scalar_cmp_dtype(v: f64) -> DType {
         DType::I64
     } else {
         DType::F64
+    }
+}
+
+/// Scalar operands broadcast to static shapes, shared between the ops
+/// (and steps) that use them: a training step multiplies by the same
+/// constants every time, and the two nodes of a constant (the scalar and
+/// its broadcast) cost twice what the op using them does to record
+/// (`benches/record.rs`). Nodes never change once made, so a graph that
+/// shares one computes what it would with its own; a trace meets it once.
+/// Per thread, and bounded: past `CAPACITY` entries the cache starts over.
+mod splat {
+    use crate::dtype::DType;
+    use crate::ir::Node;
+    use crate::symint::SizeExpr;
+    use rustc_hash::FxHashMap;
+    use smallvec::SmallVec;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    const CAPACITY: usize = 256;
+
+    type Key = (u64, DType, SmallVec<[i64; 4]>);
+
+    thread_local! {
+        static SPLATS: RefCell<FxHashMap<Key, Arc<Node>>> = RefCell::new(FxHashMap::default());
+    }
+
+    /// The key of `v` as `dtype` at `shape`, if the shape is static.
+    fn key(v: f64, dtype: DType, shape: &[SizeExpr]) -> Option<Key> {
+        let dims = shape
+            .iter()
+            .map(SizeExpr::as_const)
+            .collect::<Option<_>>()?;
+        Some((v.to_bits(), dtype, dims))
+    }
+
+    /// The shared node of `v` as `dtype` broadcast to `shape`, if one was
+    /// kept.
+    pub(super) fn shared(v: f64, dtype: DType, shape: &[SizeExpr]) -> Option<Arc<Node>> {
+        let k = key(v, dtype, shape)?;
+        SPLATS.with(|m| m.borrow().get(&k).cloned())
+    }
+
+    /// Keeps `node`, `v` as `dtype` broadcast to `shape`, when the shape
+    /// is static.
+    pub(super) fn keep(v: f64, dtype: DType, shape: &[SizeExpr], node: &Arc<Node>) {
+        let Some(k) = key(v, dtype, shape) else {
+            return;
+        };
+        SPLATS.with(|m| {
+            let mut m = m.borrow_mut();
+            if m.len() >= CAPACITY {
+                m.clear();
+            }
+            m.insert(k, node.clone());
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Tensor;
+    use std::sync::Arc;
+
+    /// The broadcast operand of `t`'s op (its second input).
+    fn operand(t: &Tensor) -> Arc<crate::ir::Node> {
+        t.node().inputs[1].clone()
+    }
+
+    #[test]
+    fn a_scalar_operand_at_a_static_shape_is_one_node_shared_by_its_uses() {
+        let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        let b = Tensor::from_vec(vec![3.0f32, 4.0], &[2]).unwrap();
+        let (x, y) = (&a * 0.5, &b * 0.5);
+        assert!(Arc::ptr_eq(&operand(&x), &operand(&y)));
+        // Another value, dtype or shape is another node.
+        assert!(!Arc::ptr_eq(&operand(&x), &operand(&(&a * 0.25))));
+        let c = Tensor::from_vec(vec![1.0f64, 2.0], &[2]).unwrap();
+        assert!(!Arc::ptr_eq(&operand(&x), &operand(&(&c * 0.5))));
+        let d = Tensor::from_vec(vec![1.0f32; 3], &[3]).unwrap();
+        assert!(!Arc::ptr_eq(&operand(&x), &operand(&(&d * 0.5))));
+        // Shared, the program still computes each use.
+        assert_eq!((&x + &y).to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
     }
 }
