@@ -189,9 +189,9 @@ impl Drop for Node {
     /// pending ops cannot overflow the stack.
     fn drop(&mut self) {
         LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        // Only an input this node held alone goes on the stack (its own
-        // inputs do): dropping a node whose inputs other nodes still hold,
-        // the common case, allocates nothing.
+        // An input this node held alone is taken apart, its own inputs
+        // pushed on the stack; dropping a node whose inputs other nodes
+        // still hold, the common case, allocates nothing.
         let mut stack: Vec<Arc<Node>> = Vec::new();
         let take = |n: Arc<Node>, stack: &mut Vec<Arc<Node>>| {
             if let Some(mut inner) = Arc::into_inner(n) {
