@@ -171,7 +171,7 @@ impl Tensor {
                 )
             }
             Rhs::Scalar(v, _) => {
-                let b = splat::shared(v, dt, &a.shape).unwrap_or_else(|| {
+                let b = splat::shared_or(v, dt, &a.shape, || {
                     let s = record(
                         Op::Scalar {
                             value: Lit(v),
@@ -181,9 +181,7 @@ impl Tensor {
                         SmallVec::new(),
                     )
                     .unwrap_or_else(|e| panic!("{e}"));
-                    let b = broadcast_node(op, &s, &a.shape, &a);
-                    splat::keep(v, dt, &a.shape, &b);
-                    b
+                    broadcast_node(op, &s, &a.shape, &a)
                 });
                 (a, b)
             }
@@ -546,26 +544,31 @@ mod splat {
         Some((v.to_bits(), dtype, dims))
     }
 
-    /// The shared node of `v` as `dtype` broadcast to `shape`, if one was
-    /// kept.
-    pub(super) fn shared(v: f64, dtype: DType, shape: &[SizeExpr]) -> Option<Arc<Node>> {
-        let k = key(v, dtype, shape)?;
-        SPLATS.with(|m| m.borrow().get(&k).cloned())
-    }
-
-    /// Keeps `node`, `v` as `dtype` broadcast to `shape`, when the shape
-    /// is static.
-    pub(super) fn keep(v: f64, dtype: DType, shape: &[SizeExpr], node: &Arc<Node>) {
+    /// The shared node of `v` as `dtype` broadcast to `shape`, made by
+    /// `make` (and kept, when the shape is static) if there is none.
+    pub(super) fn shared_or(
+        v: f64,
+        dtype: DType,
+        shape: &[SizeExpr],
+        make: impl FnOnce() -> Arc<Node>,
+    ) -> Arc<Node> {
         let Some(k) = key(v, dtype, shape) else {
-            return;
+            return make();
         };
+        if let Some(n) = SPLATS.with(|m| m.borrow().get(&k).cloned()) {
+            return n;
+        }
+        // Made outside the borrow, so that recording can never find the
+        // cache borrowed.
+        let n = make();
         SPLATS.with(|m| {
             let mut m = m.borrow_mut();
             if m.len() >= CAPACITY {
                 m.clear();
             }
-            m.insert(k, node.clone());
+            m.insert(k, n.clone());
         });
+        n
     }
 }
 
