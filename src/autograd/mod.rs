@@ -159,6 +159,10 @@ pub(crate) struct Flow {
     /// The gradients of each loop node's results, by result: a loop's
     /// rule takes them all at once (see `loops`).
     results: FxHashMap<*const Node, Vec<Option<Tensor>>>,
+    /// Tensor handles of nodes that rules took as operands, kept until
+    /// the node's own rule takes it as its value: every consumer of a node
+    /// comes before it in reverse order, so one handle serves them all.
+    handles: FxHashMap<*const Node, Tensor>,
 }
 
 impl Flow {
@@ -180,17 +184,22 @@ impl Flow {
     /// Passes the gradient of `n` (nothing when it has none) to its
     /// operands through its rule.
     pub(crate) fn through(&mut self, n: &Arc<Node>, device: &crate::Device) {
-        let inputs: Vec<Tensor> = n
+        let inputs: smallvec::SmallVec<[Tensor; 3]> = n
             .inputs
             .iter()
-            .map(|i| Tensor::from_node(i.clone(), device))
+            .map(|i| {
+                self.handles
+                    .entry(Arc::as_ptr(i))
+                    .or_insert_with(|| Tensor::from_node(i.clone(), device))
+                    .clone()
+            })
             .collect();
         let input_grads = match &n.op {
             Op::While(l) => {
                 let Some(gs) = self.results.remove(&Arc::as_ptr(n)) else {
                     return;
                 };
-                loops::input_grads(l, n, &inputs, gs)
+                loops::input_grads(l, n, &inputs, gs).into()
             }
             Op::LoopResult { index } => {
                 let Some(g) = self.take(n) else { return };
@@ -213,7 +222,10 @@ impl Flow {
             }
             op => {
                 let Some(g) = self.take(n) else { return };
-                let out = Tensor::from_node(Arc::clone(n), device);
+                let out = match self.handles.remove(&Arc::as_ptr(n)) {
+                    Some(out) => out,
+                    None => Tensor::from_node(Arc::clone(n), device),
+                };
                 rules::input_grads(op, &inputs, &out, &g)
             }
         };
@@ -275,12 +287,12 @@ pub(crate) fn vjp(outs: &[Tensor], cots: &[Tensor], wrt: &[Tensor]) -> Vec<Optio
 /// gradient leaves (and the nodes `stop` picks), and through the history
 /// of a value a sync computed (`Node::grad_history`).
 fn grad_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<Arc<Node>> {
-    let next = |n: &Node| -> Vec<Arc<Node>> {
+    let next = |n: &Node| -> smallvec::SmallVec<[Arc<Node>; 3]> {
         if n.grad_leaf.is_some() || !n.requires_grad || stop(n) {
-            return Vec::new();
+            return smallvec::SmallVec::new();
         }
         match &n.grad_history {
-            Some(h) => vec![h.clone()],
+            Some(h) => smallvec::smallvec![h.clone()],
             None => n
                 .inputs
                 .iter()

@@ -9,13 +9,18 @@ use crate::ir::{ArgKind, BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp, Window,
 use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
 use crate::SymInt;
+use smallvec::smallvec;
+
+/// One gradient per operand (`None` where none flows); most ops have at
+/// most three operands, so a rule's result needs no allocation.
+pub(super) type Grads = smallvec::SmallVec<[Option<Tensor>; 3]>;
 
 /// The gradient of each operand of `op`, given the operands `x`, the
 /// node's own value `out` and the gradient `g` of `out`.
-pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
+pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Grads {
     match op {
-        Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => vec![],
-        Op::RandomUniform { .. } => vec![None],
+        Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => smallvec![],
+        Op::RandomUniform { .. } => smallvec![None],
         Op::Unary(u) => {
             let a = &x[0];
             let d = match u {
@@ -34,9 +39,9 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 UnaryOp::Log1p => g / &(a + 1.0),
                 UnaryOp::Expm1 => g * &(out + 1.0),
                 UnaryOp::Ceil | UnaryOp::RoundNearestEven => g.zeros_like(),
-                UnaryOp::Not | UnaryOp::IsFinite => return vec![None],
+                UnaryOp::Not | UnaryOp::IsFinite => return smallvec![None],
             };
-            vec![Some(d)]
+            smallvec![Some(d)]
         }
         Op::Binary(b) => {
             let (a, c) = (&x[0], &x[1]);
@@ -72,14 +77,14 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                     (da, dc)
                 }
                 BinaryOp::Rem => (g.clone(), (g * &(a / c).floor()).neg()),
-                BinaryOp::And | BinaryOp::Or => return vec![None, None],
+                BinaryOp::And | BinaryOp::Or => return smallvec![None, None],
             };
-            vec![Some(da), Some(dc)]
+            smallvec![Some(da), Some(dc)]
         }
-        Op::Compare(_) => vec![None, None],
+        Op::Compare(_) => smallvec![None, None],
         Op::Select => {
             let (c, zero) = (&x[0], g.zeros_like());
-            vec![
+            smallvec![
                 None,
                 Some(c.where_cond(g, &zero)),
                 Some(c.where_cond(&zero, g)),
@@ -88,19 +93,19 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::Convert(_) => {
             let a = &x[0];
             if a.dtype().is_float() && g.dtype().is_float() {
-                vec![Some(g.to_dtype(a.dtype()))]
+                smallvec![Some(g.to_dtype(a.dtype()))]
             } else {
-                vec![None]
+                smallvec![None]
             }
         }
-        Op::Broadcast { shape, dims } => vec![Some(unbroadcast(g, &x[0], shape, dims))],
-        Op::Reshape { .. } => vec![Some(g.reshape_exprs(x[0].shape_exprs(), &[&x[0]]))],
+        Op::Broadcast { shape, dims } => smallvec![Some(unbroadcast(g, &x[0], shape, dims))],
+        Op::Reshape { .. } => smallvec![Some(g.reshape_exprs(x[0].shape_exprs(), &[&x[0]]))],
         Op::Transpose { perm } => {
             let mut inverse = vec![0usize; perm.len()];
             for (i, &p) in perm.iter().enumerate() {
                 inverse[p] = i;
             }
-            vec![Some(g.permute(&inverse))]
+            smallvec![Some(g.permute(&inverse))]
         }
         Op::Slice { dim, start, .. } => {
             // Zeros before and after the slice; on a dynamic dim the slice
@@ -117,11 +122,11 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 a.zeros_like_shape(s)
             };
             let (before, after) = (zeros(before), zeros(after));
-            vec![Some(Tensor::cat(&[&before, g, &after], *dim))]
+            smallvec![Some(Tensor::cat(&[&before, g, &after], *dim))]
         }
         Op::Concat { dim } => {
             let mut offset = SymInt::from(0);
-            let mut out = Vec::with_capacity(x.len());
+            let mut out = Grads::with_capacity(x.len());
             for a in x {
                 let n = a.size(*dim);
                 let idx = Tensor::arange_sym(&n).on(g);
@@ -134,8 +139,8 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             }
             out
         }
-        Op::Reverse { dims } => vec![Some(g.flip(dims))],
-        Op::Guard { checks, .. } => vec![Some(g.guard_back(&x[0], checks))],
+        Op::Reverse { dims } => smallvec![Some(g.flip(dims))],
+        Op::Guard { checks, .. } => smallvec![Some(g.guard_back(&x[0], checks))],
         Op::PadToBound { .. } => {
             // Crop the gradient back to the real sizes.
             let a = &x[0];
@@ -145,7 +150,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                     d = d.index_select(k, &Tensor::arange_sym(s).on(g));
                 }
             }
-            vec![Some(d)]
+            smallvec![Some(d)]
         }
         Op::Reduce { kind, dims } => {
             let a = &x[0];
@@ -160,10 +165,10 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 }
                 ReduceKind::Prod => &back(g) * &prod_grad_factor(a, dims),
             };
-            vec![Some(d)]
+            smallvec![Some(d)]
         }
-        Op::ArgReduce { .. } => vec![None],
-        Op::ReduceWindow { kind, window } => vec![Some(window_grad(*kind, window, &x[0], out, g))],
+        Op::ArgReduce { .. } => smallvec![None],
+        Op::ReduceWindow { kind, window } => smallvec![Some(window_grad(*kind, window, &x[0], out, g))],
         Op::SelectAndScatter { .. } => panic!(
             "select_and_scatter: the gradient with respect to its source (a second derivative of max pooling) is not implemented"
         ),
@@ -174,7 +179,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
             // never a batched product reduced afterwards.
             let (a, b) = (&x[0], &x[1]);
             let [(dl, pl), (dr, pr)] = dot.grads(a.rank(), b.rank());
-            vec![
+            smallvec![
                 Some(g.dot_general(b, dl).permute(&pl)),
                 Some(a.dot_general(g, dr).permute(&pr)),
             ]
@@ -182,14 +187,14 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
         Op::Convolution(c) => {
             let (a, w) = (&x[0], &x[1]);
             let bounds = w.upper_bounds();
-            vec![
+            smallvec![
                 Some(g.conv_input_grad_of(a, w, c)),
                 Some(g.conv_weight_grad(a, &bounds[2..], c)),
             ]
         }
-        Op::IndexSelect { dim } => vec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
-        Op::Gather { dim } => vec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
-        Op::IndexAdd { dim } => vec![Some(g.clone()), None, Some(g.index_select(*dim, &x[1]))],
+        Op::IndexSelect { dim } => smallvec![Some(x[0].zeros_like().index_add(*dim, &x[1], g)), None],
+        Op::Gather { dim } => smallvec![Some(x[0].zeros_like().scatter_add(*dim, &x[1], g)), None],
+        Op::IndexAdd { dim } => smallvec![Some(g.clone()), None, Some(g.index_select(*dim, &x[1]))],
         Op::Scatter { dim, mode } => {
             let (idx, src) = (&x[1], &x[2]);
             let dbase = match mode {
@@ -197,27 +202,27 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Ve
                 // Overwritten positions take no gradient back to the base.
                 ScatterMode::Overwrite => g.scatter(*dim, idx, &src.zeros_like()),
             };
-            vec![Some(dbase), None, Some(g.gather(*dim, idx))]
+            smallvec![Some(dbase), None, Some(g.gather(*dim, idx))]
         }
         // An integer result: values sorted with it (`gather`) carry the
         // gradient.
-        Op::Argsort { .. } => vec![None],
+        Op::Argsort { .. } => smallvec![None],
         Op::MaskedScatter => {
             let (mask, src) = (&x[1], &x[2]);
             let dsrc = g.masked_select(mask);
             let dsrc = (dsrc.shape_exprs() == src.shape_exprs()).then_some(dsrc);
-            vec![Some(mask.where_cond(&g.zeros_like(), g)), None, dsrc]
+            smallvec![Some(mask.where_cond(&g.zeros_like(), g)), None, dsrc]
         }
-        Op::Nonzero => vec![None],
-        Op::MaskedSelect => vec![Some(x[0].zeros_like().masked_scatter(&x[1], g)), None],
-        Op::Unique => vec![None],
-        Op::UniqueCounts => vec![None, None],
-        Op::AllReduce { kind, replicas } => vec![Some(super::collective::all_reduce(
+        Op::Nonzero => smallvec![None],
+        Op::MaskedSelect => smallvec![Some(x[0].zeros_like().masked_scatter(&x[1], g)), None],
+        Op::Unique => smallvec![None],
+        Op::UniqueCounts => smallvec![None, None],
+        Op::AllReduce { kind, replicas } => smallvec![Some(super::collective::all_reduce(
             *kind, *replicas, &x[0], out, g,
         ))],
-        Op::AllGather { dim, replicas } => vec![Some(g.reduce_scatter_over(*dim, *replicas))],
-        Op::ReduceScatter { dim, replicas } => vec![Some(g.all_gather_over(*dim, *replicas))],
-        Op::ReplicaId => vec![],
+        Op::AllGather { dim, replicas } => smallvec![Some(g.reduce_scatter_over(*dim, *replicas))],
+        Op::ReduceScatter { dim, replicas } => smallvec![Some(g.all_gather_over(*dim, *replicas))],
+        Op::ReplicaId => smallvec![],
         // A loop's results share one rule, which needs all their
         // gradients at once: backward gathers them at the loop node
         // (`super::loops::input_grads`) and never calls this for either.

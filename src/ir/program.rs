@@ -95,9 +95,16 @@ pub(crate) struct KeyWriter {
 
 impl KeyWriter {
     /// An empty key with room for `capacity` bytes.
+    #[cfg(test)]
     pub fn with_capacity(capacity: usize) -> KeyWriter {
+        KeyWriter::into(Vec::with_capacity(capacity))
+    }
+
+    /// An empty key written into `buffer` (cleared; its capacity kept).
+    pub fn into(mut buffer: Vec<u8>) -> KeyWriter {
+        buffer.clear();
         KeyWriter {
-            bytes: Vec::with_capacity(capacity),
+            bytes: buffer,
             vars: Renumbering::default(),
         }
     }

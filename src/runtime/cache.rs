@@ -6,8 +6,10 @@ use parking_lot::Mutex;
 use std::num::NonZeroUsize;
 use std::sync::LazyLock;
 
-/// Key: the device's identity and the program's canonical encoding.
-type Key = (usize, Vec<u8>);
+/// Key: the program's canonical encoding followed by the device's
+/// identity (see [`with_device`]); looked up by reference, so a hit copies
+/// no key.
+type Key = Vec<u8>;
 
 type Cache = LruCache<Key, ExecutableRef, rustc_hash::FxBuildHasher>;
 
@@ -20,13 +22,19 @@ static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
     Mutex::new(LruCache::with_hasher(cap, rustc_hash::FxBuildHasher))
 });
 
-pub(crate) fn get(key: &Key) -> Option<ExecutableRef> {
+/// Appends `device`'s identity to a program's key, making it the key of
+/// that program on that device.
+pub(crate) fn with_device(key: &mut Vec<u8>, device: usize) {
+    key.extend_from_slice(&device.to_ne_bytes());
+}
+
+pub(crate) fn get(key: &[u8]) -> Option<ExecutableRef> {
     CACHE.lock().get(key).cloned()
 }
 
 pub(crate) fn put(key: Key, exe: ExecutableRef) {
     let mut c = CACHE.lock();
-    if c.len() == c.cap().get() && !c.contains(&key) {
+    if c.len() == c.cap().get() && !c.contains(&key[..]) {
         crate::metrics::inc(crate::metrics::Counter::CompileCacheEviction);
     }
     c.put(key, exe);

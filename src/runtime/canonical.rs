@@ -124,7 +124,7 @@ impl Traced<'_> {
     /// from the graph (`Program` derives `Hash` over these fields in this
     /// order; `program_key_matches_the_program` checks it).
     pub fn compute_key(&mut self) {
-        let mut w = KeyWriter::with_capacity(48 * self.order.len());
+        let mut w = KeyWriter::into(KEY_BUFFER.take());
         self.order.len().hash(&mut w);
         let mut inputs: Vec<usize> = Vec::with_capacity(4);
         for n in &self.order {
@@ -142,6 +142,22 @@ impl Traced<'_> {
         self.aliases.hash(&mut w);
         self.matmul_precision.hash(&mut w);
         self.key = w.bytes;
+    }
+}
+
+thread_local! {
+    /// The buffer of this thread's last key, given back by [`recycle_key`]:
+    /// a step's key is about 100 bytes a node, and writing it into a
+    /// buffer that fits already spares the allocator a large request and
+    /// the copies of growing one, every step.
+    static KEY_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Gives a key's buffer back, for the next key this thread computes
+/// (unless it grew past 4 MiB, for a program far larger than a step's).
+pub(crate) fn recycle_key(key: Vec<u8>) {
+    if key.capacity() <= 4 << 20 {
+        KEY_BUFFER.set(key);
     }
 }
 

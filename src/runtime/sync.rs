@@ -280,8 +280,8 @@ fn run(
         traced.compute_key();
         Ok::<_, crate::Error>(traced)
     })?;
-    let key = (device.id(), std::mem::take(&mut traced.key));
-    let exe = match cache::get(&key) {
+    cache::with_device(&mut traced.key, device.id());
+    let exe = match cache::get(&traced.key) {
         Some(exe) => {
             metrics::inc(metrics::Counter::CachedCompile);
             exe
@@ -291,10 +291,11 @@ fn run(
                 device.backend().compile(&traced.program())
             })?;
             metrics::inc(metrics::Counter::UncachedCompile);
-            cache::put(key, exe.clone());
+            cache::put(traced.key.clone(), exe.clone());
             exe
         }
     };
+    super::canonical::recycle_key(std::mem::take(&mut traced.key));
     let outputs = execute(device, &exe, &traced.args()?)?;
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     for &k in &traced.donated {
