@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs lazyxla's and JAX's versions of a workload side by side, in
 # alternating rounds, and prints each side's medians and the ratios
-# lazyxla / JAX (below 1: lazyxla is faster).
+# lazyxla / JAX (below 1: lazyxla is faster): the ratio of the medians,
+# and the median of each round's own ratio (the rounds ran back to back).
 #
 # Usage: benches/peers/compare.sh WORKLOAD [ROUNDS [STEPS]]
 #   WORKLOAD: topk | resnet | transformer | mlp | detect | zone, or
@@ -43,6 +44,12 @@ j = med["jax"]
 for side in ("before", "lazyxla"):
     if side in med:
         l = med[side]
-        print(f"RATIO {sys.argv[2]} {side}/jax: step {l['step_ms']/j['step_ms']:.2f}x  cpu {l['cpu_ms']/j['cpu_ms']:.2f}x  first step {l['first_ms']/j['first_ms']:.2f}x")
+        # Round k of each side ran back to back: the median of the rounds'
+        # own ratios is steadier than the ratio of medians when the
+        # machine's speed drifts between rounds.
+        pairs = list(zip(by[side], by["jax"]))
+        paired = {k: statistics.median(a[k] / b[k] for a, b in pairs) for k in ("step_ms", "cpu_ms")}
+        print(f"RATIO {sys.argv[2]} {side}/jax: step {l['step_ms']/j['step_ms']:.2f}x  cpu {l['cpu_ms']/j['cpu_ms']:.2f}x  first step {l['first_ms']/j['first_ms']:.2f}x"
+              f"  (round by round: step {paired['step_ms']:.2f}x, cpu {paired['cpu_ms']:.2f}x)")
 PY
 rm -f "$out"
