@@ -293,9 +293,9 @@ pub(crate) const LEND_MIN_BYTES: usize = 32 * 1024;
 /// store to the same page offset (4K aliasing), and copying 256 KiB of
 /// data not in cache takes 2.5x (16 to 31 bytes) to 5x (1 to 15 bytes) as
 /// long (`benches/host_copy.rs` on an AMD EPYC: 38–47 and 78–81 against
-/// 15–18 µs). Which
-/// offset a process gets depends on where its allocations fall, so
-/// without this a process could run every step's upload at that speed.
+/// 15–18 µs). Which offset a process gets depends on where its
+/// allocations fall, so without this a process could run every step's
+/// upload at that speed.
 pub(crate) fn aligned_copy<T: Copy>(data: &[T], shape: &[usize]) -> Option<ArrayD<T>> {
     let size = std::mem::size_of::<T>();
     let plain = || ArrayD::from_shape_vec(ndarray::IxDyn(shape), data.to_vec()).ok();

@@ -193,17 +193,19 @@ impl Drop for Node {
         // pushed on the stack; dropping a node whose inputs other nodes
         // still hold, the common case, allocates nothing.
         let mut stack: Vec<Arc<Node>> = Vec::new();
+        let empty_into = |node: &mut Node, stack: &mut Vec<Arc<Node>>| {
+            stack.extend(node.inputs.drain(..));
+            stack.extend(node.size_deps.drain(..));
+        };
         let take = |mut n: Arc<Node>, stack: &mut Vec<Arc<Node>>| {
             if let Some(alone) = Arc::get_mut(&mut n) {
                 // Emptied in place (moving a node out copies its ~300
                 // bytes); it drops with `n`, its input lists empty.
-                stack.extend(alone.inputs.drain(..));
-                stack.extend(alone.size_deps.drain(..));
+                empty_into(alone, stack);
             } else if let Some(mut inner) = Arc::into_inner(n) {
                 // The last handle of a node that weak handles still
                 // name (a size variable's operand).
-                stack.extend(inner.inputs.drain(..));
-                stack.extend(inner.size_deps.drain(..));
+                empty_into(&mut inner, stack);
             }
         };
         for n in self.inputs.drain(..).chain(self.size_deps.drain(..)) {

@@ -20,9 +20,14 @@ const LEVELS: [(MatmulPrecision, &str); 3] = [
     (MatmulPrecision::Medium, "medium"),
 ];
 
+/// The level set now, with its name.
+fn level() -> (MatmulPrecision, &'static str) {
+    LEVELS[LEVEL.load(Ordering::Relaxed) as usize % LEVELS.len()]
+}
+
 /// The level programs are traced with now.
 pub(crate) fn current() -> MatmulPrecision {
-    LEVELS[LEVEL.load(Ordering::Relaxed) as usize % LEVELS.len()].0
+    level().0
 }
 
 /// Sets the internal precision of `f32` matrix products (`matmul`,
@@ -60,5 +65,5 @@ pub fn set_float32_matmul_precision(precision: &str) -> Result<()> {
 /// The level [`set_float32_matmul_precision`] set: `"highest"`, `"high"`
 /// or `"medium"`.
 pub fn float32_matmul_precision() -> &'static str {
-    LEVELS[LEVEL.load(Ordering::Relaxed) as usize % LEVELS.len()].1
+    level().1
 }
