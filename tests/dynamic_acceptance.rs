@@ -315,3 +315,70 @@ backend_test! {
         assert_same(&g, &wg, 1e-4);
     }
 }
+
+/// Sums, maxima and minima over the rows a zone selects, by column, of a
+/// `[12, 3]` tensor of `T` whose other rows hold `extremes`: the program
+/// text (it must not pack the zone) and the three results.
+fn zone_reductions<T: lazyxla::Element + Copy>(
+    base: &[T],
+    extremes: [T; 3],
+) -> (String, Vec<T>, Vec<T>, Vec<T>) {
+    let mut data = base.to_vec();
+    for i in (0..12).filter(|i| i % 3 != 0) {
+        for j in 0..3 {
+            data[i * 3 + j] = extremes[(i + j) % 3];
+        }
+    }
+    let x = Tensor::from_vec(data, &[12, 3]).unwrap();
+    let score: Vec<f32> = (0..12).map(|i| (i % 3 == 0) as u8 as f32).collect();
+    let keep = Tensor::from_vec(score, &[12]).unwrap().gt_scalar(0.5);
+    let (s, hi, lo) = {
+        let rows = x.index_select(0, &keep.nonzero().flatten());
+        (
+            // An integer sum is i64, as in PyTorch.
+            rows.sum_dims(&[0], false).to_dtype(rows.dtype()),
+            rows.max_dims(&[0], false),
+            rows.min_dims(&[0], false),
+        )
+    };
+    let text = lazyxla::debug::stablehlo_text(&[&s, &hi, &lo]).unwrap();
+    mark_step().unwrap();
+    let read = |t: &Tensor| t.to_vec::<T>().unwrap();
+    (text, read(&s), read(&hi), read(&lo))
+}
+
+backend_test! {
+    fn reductions_over_a_zone_lowered_as_a_mask_ignore_the_rows_it_leaves_out() {
+        // The zone's padding is the rows the mask leaves out, holding the
+        // user's data; the fill that replaces it (0 for a sum, the lowest
+        // value for a max, the highest for a min) is written through the
+        // mask's bits, for floats and integers of both widths alike.
+        let base: Vec<f64> = (0..36).map(|k| ((k * 7) % 11) as f64 - 5.0).collect();
+        let kept = |col: usize| -> Vec<f64> { (0..12).step_by(3).map(|i| base[i * 3 + col]).collect() };
+        let fold = |f: fn(f64, f64) -> f64, init: f64| -> Vec<f64> {
+            (0..3).map(|j| kept(j).into_iter().fold(init, f)).collect()
+        };
+        let (sum, max, min) = (
+            fold(|a, b| a + b, 0.0),
+            fold(f64::max, f64::NEG_INFINITY),
+            fold(f64::min, f64::INFINITY),
+        );
+        let as_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+        let b32 = as_f32(&base);
+        let (text, s, hi, lo) =
+            zone_reductions(&b32, [f32::INFINITY, f32::NAN, f32::NEG_INFINITY]);
+        assert!(!text.contains("scatter"), "{text}");
+        assert!(text.contains("stablehlo.bitcast_convert"), "{text}");
+        assert_eq!((s, hi, lo), (as_f32(&sum), as_f32(&max), as_f32(&min)));
+        let (_, s, hi, lo) = zone_reductions(&base, [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+        assert_eq!((s, hi, lo), (sum.clone(), max.clone(), min.clone()));
+        let as_i = |v: &[f64]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+        let bi: Vec<i64> = as_i(&base);
+        let (_, s, hi, lo) = zone_reductions(&bi, [i64::MAX, i64::MIN, 1 << 40]);
+        assert_eq!((s, hi, lo), (as_i(&sum), as_i(&max), as_i(&min)));
+        let b32i: Vec<i32> = bi.iter().map(|&x| x as i32).collect();
+        let (_, s, hi, lo) = zone_reductions(&b32i, [i32::MAX, i32::MIN, -7]);
+        let as_i32 = |v: &[f64]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();
+        assert_eq!((s, hi, lo), (as_i32(&sum), as_i32(&max), as_i32(&min)));
+    }
+}

@@ -54,6 +54,16 @@ impl Elt {
         matches!(self, Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64)
     }
 
+    /// The signed integer type of the same width, for bitwise work on a
+    /// value's bits; none for bool and half types.
+    pub fn bits_twin(self) -> Option<Elt> {
+        match self {
+            Elt::F32 | Elt::I32 | Elt::U32 => Some(Elt::I32),
+            Elt::F64 | Elt::I64 => Some(Elt::I64),
+            Elt::I1 | Elt::F16 | Elt::BF16 => None,
+        }
+    }
+
     pub fn is_half(self) -> bool {
         matches!(self, Elt::F16 | Elt::BF16)
     }
@@ -569,6 +579,39 @@ impl Builder {
             .map(|x| x.with_elt(t.ty.elt))
             .unwrap_or_else(|| t.ty.clone());
         self.op("select", &[c, t, f], "", ty)
+    }
+
+    /// `select(keep, x, splat(fill))` (`fill` an MLIR literal) without a
+    /// select: `keep` is of `x`'s static shape in `x`'s integer twin
+    /// ([`Elt::bits_twin`]), all ones where `x` is kept and zero where the
+    /// fill goes; the bits of `x` and'ed with it, or'ed with the fill's
+    /// bits where it is zero. Bit for bit the select's result.
+    pub fn select_fill_bitwise(&mut self, keep: &V, x: &V, fill: &str) -> V {
+        let bits = keep.ty.elt;
+        let as_bits = |b: &mut Builder, v: &V| match v.ty.elt == bits {
+            true => v.clone(),
+            false => b.op("bitcast_convert", &[v], "", v.ty.with_elt(bits)),
+        };
+        let xb = as_bits(self, x);
+        let mut r = self.bin("and", &xb, keep);
+        if fill != x.ty.elt.literal(0.0) {
+            let f = self.splat_lit(fill, &x.ty);
+            let fb = as_bits(self, &f);
+            let off = self.un("not", keep);
+            let fill_bits = self.bin("and", &fb, &off);
+            r = self.bin("or", &r, &fill_bits);
+        }
+        match x.ty.elt == bits {
+            true => r,
+            false => self.op("bitcast_convert", &[&r], "", x.ty.clone()),
+        }
+    }
+
+    /// The i1 `mask` as `bits` (an integer type): all ones where it holds,
+    /// zero elsewhere.
+    pub fn all_ones_where(&mut self, mask: &V, bits: Elt) -> V {
+        let one = self.convert(mask, bits);
+        self.un("negate", &one)
     }
 
     pub fn convert(&mut self, x: &V, elt: Elt) -> V {

@@ -85,6 +85,52 @@ impl Ctx<'_> {
                 .is_some_and(|p| padded.iter().all(|d| p.zero.contains(d)))
     }
 
+    /// True when some dim of `dims` of `x` is a zone lowered as a mask.
+    pub(super) fn masks_zone_along(&self, x: &V, dims: &[usize]) -> bool {
+        self.pads
+            .get(&x.name)
+            .is_some_and(|p| p.masked.iter().any(|m| dims.contains(&m.0)))
+    }
+
+    /// As [`Ctx::and_masked_dims`] over `dims`, as a mask of all ones (in
+    /// `bits`, an integer type) where an element of `x` is real, for
+    /// [`Builder::select_fill_bitwise`](super::emit::Builder::select_fill_bitwise).
+    ///
+    /// XLA's CPU backend emits a select whose predicate is the same along
+    /// a row as a branch per row, mispredicted about half the time when
+    /// the predicate is a zone's mask (data): 40 µs of the detector's
+    /// 150 µs program (`benches/README.md`, "Zone masks without
+    /// branches"). An `and` with the mask widened to all ones is no
+    /// branch, but LLVM sees through `negate(convert(mask))` and makes it
+    /// a select again, so each zone's widened mask passes an optimization
+    /// barrier: XLA materialises it (4 bytes an element of the zone's
+    /// source) and the kernels read it as data.
+    pub(super) fn zone_keep_along(
+        &mut self,
+        x: &V,
+        dims: &[usize],
+        prefix: Option<V>,
+        bits: Elt,
+    ) -> V {
+        let shape = x.ty.bound().with_elt(bits);
+        let mut keep = prefix.map(|m| self.b.all_ones_where(&m, bits));
+        let masked = self.pads.get(&x.name).map(|p| p.masked.clone());
+        for (d, v) in masked.unwrap_or_default() {
+            if !dims.contains(&d) {
+                continue;
+            }
+            let m1 = self.zone_mask(v);
+            let k1 = self.b.all_ones_where(&m1, bits);
+            let k1 = self.b.optimization_barrier(&k1);
+            let k = self.b.broadcast_in_dim(&k1, &[d as i64], shape.clone());
+            keep = Some(match keep {
+                None => k,
+                Some(prev) => self.b.bin("and", &prev, &k),
+            });
+        }
+        keep.unwrap_or_else(|| self.b.splat(-1.0, &shape))
+    }
+
     /// `mask` (of `x`'s bound shape, or none) and'ed with the mask of each
     /// masked dim of `x` that `along` selects.
     pub(super) fn and_masked_dims(

@@ -219,14 +219,19 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        let mask = if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
-            None
-        } else {
-            let m = self.mask_from_sizes(&x.ty, &along);
-            self.and_masked_dims(x, |d| dims.contains(&d), m)
-        };
         let s = self.padded(x, None);
-        match mask {
+        if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
+            return s;
+        }
+        let prefix = self.mask_from_sizes(&x.ty, &along);
+        // A zone's mask is data, where a select costs a mispredicted
+        // branch per row (see `zone_keep_along`); a prefix of sizes is one
+        // run of true, where the select's branch is well predicted.
+        if let (true, Some(bits)) = (self.masks_zone_along(x, dims), s.ty.elt.bits_twin()) {
+            let keep = self.zone_keep_along(x, dims, prefix, bits);
+            return self.b.select_fill_bitwise(&keep, &s, fill);
+        }
+        match self.and_masked_dims(x, |d| dims.contains(&d), prefix) {
             Some(mask) => {
                 let f = self.b.splat_lit(fill, &s.ty);
                 self.b.select(&mask, &s, &f)
