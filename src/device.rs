@@ -391,22 +391,24 @@ pub fn set_cpu_device_count(n: usize) -> crate::Result<()> {
     crate::backend::cpu_devices::ask(n)
 }
 
-/// Chooses how the PJRT CPU client runs programs: on its worker threads,
-/// returning from the step's sync at once (`true`, asynchronous dispatch,
-/// the default, as in JAX), or on the thread that syncs, returning when
-/// the program is done (`false`, inline). `LAZYXLA_CPU_ASYNC_DISPATCH=0`
-/// asks for inline dispatch from outside the program; this call takes
+/// Fixes how the PJRT CPU client runs programs: every one on the
+/// plugin's worker threads, returning from the step's sync at once
+/// (`true`, asynchronous dispatch, as in JAX), or every one on the thread
+/// that syncs, returning when it is done (`false`, inline).
+/// `LAZYXLA_CPU_ASYNC_DISPATCH=1` or `=0` asks the same from outside the
+/// program (`auto`, or unset, keeps the default); this call takes
 /// precedence.
 ///
-/// Inline dispatch skips handing each program to a worker and waking up
-/// again for the read. A small step that is read before the next one is
-/// recorded (a training loop that logs its loss) gains from it: the
-/// detector of the benchmarks took 6–19% less CPU and 2–17% less time. A
-/// large step can lose: an MLP step of 3 ms took 30–48% longer, because
-/// the plugin's temporaries then come from the main thread's `malloc`
-/// arena, which glibc trims and grows again every step
-/// (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432`
-/// removed the loss). So measure.
+/// By default a one-device CPU client runs short programs inline (under
+/// 1 ms the last time they ran) and hands longer ones to a thread of
+/// lazyxla's, whose results wait for them on first use. Inline skips
+/// handing a program to a worker and waking up again for the read: the
+/// detector of the benchmarks takes about a third less time a step. A
+/// long program run inline would hold up the recording of the next step,
+/// and its temporaries would come from the main thread's `malloc` arena,
+/// which glibc trims and grows again every step (an MLP step of 3 ms took
+/// 30–48% longer). Asking for plain inline dispatch after the client
+/// exists keeps every later program inline.
 ///
 /// With several CPU devices dispatch is always asynchronous, since a
 /// program's replicas must run at the same time; like JAX's

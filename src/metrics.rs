@@ -55,6 +55,7 @@ named!(
         InPlaceResult,
         DonatedBuffer,
         ExecuteInline,
+        ExecuteDispatched,
     }
 );
 

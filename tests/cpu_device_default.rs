@@ -45,7 +45,7 @@ fn a_process_has_one_cpu_device_unless_it_asks_for_more() {
 }
 
 #[test]
-fn a_cpu_client_dispatches_asynchronously_unless_asked() {
+fn a_cpu_client_runs_programs_inline_unless_asked() {
     assert!(
         std::env::var_os("LAZYXLA_CPU_ASYNC_DISPATCH").is_none(),
         "run this test without LAZYXLA_CPU_ASYNC_DISPATCH"
@@ -59,16 +59,18 @@ fn a_cpu_client_dispatches_asynchronously_unless_asked() {
         let y = (&w * 2.0).sum();
         lazyxla::mark_step().unwrap();
         assert_eq!(y.item::<f32>().unwrap(), 3.0);
-        let e = lazyxla::set_cpu_async_dispatch(false)
+        // By default the client runs programs inline (long ones on
+        // lazyxla's dispatch thread): asking for the plugin's workers now
+        // is refused with how to ask in time.
+        let e = lazyxla::set_cpu_async_dispatch(true)
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("inline dispatch was asked for")
-                && e.contains("already dispatches asynchronously")
-                && e.contains("LAZYXLA_CPU_ASYNC_DISPATCH=0"),
+            e.contains("asynchronous dispatch was asked for")
+                && e.contains("already dispatches inline")
+                && e.contains("LAZYXLA_CPU_ASYNC_DISPATCH=1"),
             "{e}"
         );
-        assert!(lazyxla::set_cpu_async_dispatch(true).is_ok());
         // A refused request changed nothing.
         let y = (&w * 10.0).sum();
         lazyxla::mark_step().unwrap();

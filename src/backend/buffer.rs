@@ -13,6 +13,9 @@ pub(crate) enum Storage {
     ReferenceSize(i64),
     /// A PJRT buffer.
     Pjrt(pjrt::ffi::Buffer),
+    /// A PJRT buffer that a program running on the dispatch thread
+    /// computes (`pjrt::ffi::dispatch`): waited for on first use.
+    PjrtPending(Box<pjrt::ffi::dispatch::PendingBuffer>),
     /// One buffer per replica, on a replicated backend (see
     /// `Backend::replicas`): replica `r`'s is on the backend's device `r`.
     Replicas(Box<[DeviceBuffer]>),
@@ -41,6 +44,17 @@ impl DeviceBuffer {
     #[inline]
     pub fn storage(&self) -> &Storage {
         &self.storage
+    }
+
+    /// The PJRT buffer it holds, waiting for the program computing it when
+    /// that runs on the dispatch thread (its error when it failed); `None`
+    /// for another backend's memory.
+    pub fn pjrt(&self) -> Option<Result<&pjrt::ffi::Buffer, pjrt::ffi::PjrtError>> {
+        match &self.storage {
+            Storage::Pjrt(b) => Some(Ok(b)),
+            Storage::PjrtPending(p) => Some(p.get()),
+            Storage::Reference(_) | Storage::ReferenceSize(_) | Storage::Replicas(_) => None,
+        }
     }
 
     /// Replica `r`'s buffer of a replicated buffer.
@@ -73,6 +87,7 @@ impl std::fmt::Debug for DeviceBuffer {
             Storage::Reference(a) => write!(f, "Reference({:?})", a.shape()),
             Storage::ReferenceSize(v) => write!(f, "ReferenceSize({v})"),
             Storage::Pjrt(b) => write!(f, "{b:?}"),
+            Storage::PjrtPending(b) => write!(f, "{b:?}"),
             Storage::Replicas(r) => f.debug_list().entries(r.iter()).finish(),
         }
     }

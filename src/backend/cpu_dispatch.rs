@@ -1,20 +1,36 @@
-//! Whether the PJRT CPU client runs a program on the thread that starts it
-//! (inline) or hands it to its worker threads (asynchronous dispatch, the
-//! client option `asynchronous`).
+//! How a one-device PJRT CPU client runs programs: on the thread that
+//! starts them (inline), on the plugin's worker threads (asynchronous
+//! dispatch, the client option `asynchronous`), or, by default, inline
+//! when short and on lazyxla's dispatch thread when long.
 //!
-//! Asynchronous unless asked otherwise, as in JAX
-//! (`jax_cpu_enable_async_dispatch`). Inline dispatch saves the hand-over:
-//! waking a worker and, for the read that follows, being woken back, all
-//! on the cores the program runs on. A small step read before the next one
-//! is recorded gains from it, a large multi-threaded one can lose (measured
-//! in `benches/README.md`, "Inline dispatch"), so it is the user's choice
+//! Inline dispatch saves the hand-over: waking a worker and, for the read
+//! that follows, being woken back, all on the cores the program runs on.
+//! A small step read before the next one is recorded gains from it; a
+//! long one should neither hold up the recording of the next step nor
+//! take its temporaries from the main thread's `malloc` arena (measured in
+//! `benches/README.md`, "Inline dispatch"). So by default the client runs
+//! programs inline and the backend hands those whose last run took 1 ms
+//! or more to a thread of its own (`pjrt::ffi::dispatch`), which gives
+//! both. The user may fix either plain form instead
 //! ([`set_cpu_async_dispatch`](crate::set_cpu_async_dispatch) or
-//! `LAZYXLA_CPU_ASYNC_DISPATCH=0`), for a process of one CPU device: with
-//! several, a program's replicas must run at the same time. The choice is
-//! fixed when the CPU client is made.
+//! `LAZYXLA_CPU_ASYNC_DISPATCH=1|0`). With several devices dispatch is
+//! asynchronous: a program's replicas must run at the same time. The
+//! client's form is fixed when it is made.
 
 use crate::{Error, Result};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How programs run; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// On the plugin's worker threads.
+    Asynchronous,
+    /// Inside the execute call, whatever their length.
+    Inline,
+    /// Inline when short, on lazyxla's dispatch thread when long.
+    Auto,
+}
 
 /// What was asked for, and what the client does once it exists.
 struct Dispatch {
@@ -35,7 +51,12 @@ static DISPATCH: Mutex<Dispatch> = Mutex::new(Dispatch {
     fixed: None,
 });
 
-/// Asks for asynchronous dispatch or not; see
+/// Whether long programs go to the dispatch thread: set when an inline
+/// client is made in [`Mode::Auto`], cleared when the user then asks for
+/// plain inline dispatch.
+static LONG_ON_THREAD: AtomicBool = AtomicBool::new(false);
+
+/// Asks for asynchronous dispatch or plain inline dispatch; see
 /// [`crate::set_cpu_async_dispatch`].
 pub(crate) fn ask(asynchronous: bool) -> Result<()> {
     let mut d = DISPATCH.lock();
@@ -61,7 +82,8 @@ pub(crate) fn ask(asynchronous: bool) -> Result<()> {
                     if f.asynchronous {
                         "asynchronously"
                     } else {
-                        "inline"
+                        "inline (long programs on lazyxla's dispatch thread, unless plain inline \
+                         dispatch was asked for)"
                     },
                     u8::from(asynchronous)
                 ),
@@ -69,47 +91,66 @@ pub(crate) fn ask(asynchronous: bool) -> Result<()> {
         }
         _ => {
             d.asked = Some(asynchronous);
+            if !asynchronous {
+                LONG_ON_THREAD.store(false, Ordering::Relaxed);
+            }
             Ok(())
         }
     }
 }
 
-/// Whether a CPU client of `devices` devices should dispatch inline: one
-/// device, and [`crate::set_cpu_async_dispatch`] or
-/// `LAZYXLA_CPU_ASYNC_DISPATCH` asked for it.
-pub(crate) fn inline_wanted(devices: usize) -> Result<bool> {
+/// How a CPU client of `devices` devices should run programs: see the
+/// module docs.
+pub(crate) fn wanted(devices: usize) -> Result<Mode> {
     let asked = DISPATCH.lock().asked;
-    let asynchronous = match asked {
-        Some(a) => a,
-        None => env()?.unwrap_or(true),
+    let asked = match asked {
+        Some(a) => Some(a),
+        None => env()?,
     };
-    Ok(devices == 1 && !asynchronous)
+    Ok(match (devices, asked) {
+        (2.., _) | (_, Some(true)) => Mode::Asynchronous,
+        (_, Some(false)) => Mode::Inline,
+        (_, None) => Mode::Auto,
+    })
 }
 
 /// Records how the CPU client dispatches (asynchronously when the plugin
-/// refused the option).
-pub(crate) fn fix(asynchronous: bool, devices: usize) {
-    DISPATCH.lock().fixed = Some(Fixed {
+/// refused the option), and whether long programs go to the dispatch
+/// thread.
+pub(crate) fn fix(asynchronous: bool, devices: usize, long_on_thread: bool) {
+    let mut d = DISPATCH.lock();
+    d.fixed = Some(Fixed {
         asynchronous,
         devices,
     });
+    LONG_ON_THREAD.store(
+        long_on_thread && !asynchronous && d.asked != Some(false),
+        Ordering::Relaxed,
+    );
 }
 
-/// `LAZYXLA_CPU_ASYNC_DISPATCH`; `None` when unset.
+/// Whether long programs go to the dispatch thread (see [`Mode::Auto`]).
+pub(crate) fn long_on_thread() -> bool {
+    LONG_ON_THREAD.load(Ordering::Relaxed)
+}
+
+/// `LAZYXLA_CPU_ASYNC_DISPATCH`; `None` when unset (or `auto`).
 fn env() -> Result<Option<bool>> {
     match std::env::var_os("LAZYXLA_CPU_ASYNC_DISPATCH").filter(|v| !v.is_empty()) {
         None => Ok(None),
-        Some(v) => parse(&v.to_string_lossy()).map(Some),
+        Some(v) => parse(&v.to_string_lossy()),
     }
 }
 
-/// A switch as `LAZYXLA_CPU_ASYNC_DISPATCH` gives it.
-fn parse(v: &str) -> Result<bool> {
+/// A switch as `LAZYXLA_CPU_ASYNC_DISPATCH` gives it: `None` for `auto`.
+fn parse(v: &str) -> Result<Option<bool>> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
+        "auto" => Ok(None),
         _ => Err(Error::Plugin(format!(
-            "LAZYXLA_CPU_ASYNC_DISPATCH={v} is not a switch; use 1 (asynchronous) or 0 (inline)"
+            "LAZYXLA_CPU_ASYNC_DISPATCH={v} is not a switch; use 1 (asynchronous), 0 (inline) \
+             or auto (inline, long programs on lazyxla's dispatch thread: the default)"
         ))),
     }
 }
@@ -117,10 +158,11 @@ fn parse(v: &str) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_dispatch_switch_reads_as_a_boolean() {
-        assert!(super::parse(" 1 ").unwrap());
-        assert!(super::parse("True").unwrap());
-        assert!(!super::parse("off").unwrap());
+    fn the_dispatch_switch_reads_as_a_boolean_or_auto() {
+        assert_eq!(super::parse(" 1 ").unwrap(), Some(true));
+        assert_eq!(super::parse("True").unwrap(), Some(true));
+        assert_eq!(super::parse("off").unwrap(), Some(false));
+        assert_eq!(super::parse("Auto").unwrap(), None);
         let e = super::parse("async").unwrap_err().to_string();
         assert!(e.contains("LAZYXLA_CPU_ASYNC_DISPATCH=async"), "{e}");
     }

@@ -8,15 +8,15 @@
 //! again after each program's first run (once per compiled program) to
 //! stay ahead of them.
 
-use super::ffi::Event;
+use super::ffi::dispatch::{self, Completion};
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 
 /// The execution in flight on one client, shared with the exit handler.
-pub(super) type InFlight = Arc<Mutex<Option<Event>>>;
+pub(super) type InFlight = Arc<Mutex<Option<Completion>>>;
 
 /// Every client's in-flight slot; a dropped client's entry is dead.
-static CLIENTS: Mutex<Vec<Weak<Mutex<Option<Event>>>>> = Mutex::new(Vec::new());
+static CLIENTS: Mutex<Vec<Weak<Mutex<Option<Completion>>>>> = Mutex::new(Vec::new());
 
 /// A new client's in-flight slot, known to the exit handler.
 pub(super) fn in_flight_slot() -> InFlight {
@@ -43,6 +43,7 @@ pub(super) fn register() {
                     let _ = event.wait();
                 }
             }
+            dispatch::exiting();
         }
         // SAFETY: registers a plain function with no preconditions; it only
         // locks statics that outlive every exit handler.

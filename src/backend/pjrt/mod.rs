@@ -22,11 +22,12 @@ use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::metrics;
 use crate::{Error, Result};
-use ffi::{Buffer, Client, CompileOptions, ElementType, Event, Executable, OptionValue};
+use ffi::dispatch::{Completion, PendingBuffer};
+use ffi::{Buffer, Client, CompileOptions, ElementType, Executable, OptionValue};
 use ffi::{PjrtError, Plugin};
 use smallvec::SmallVec;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A compiled program.
@@ -38,7 +39,16 @@ pub(crate) struct PjrtExecutable {
     checks: Vec<crate::ir::check::SizeCheck>,
     /// Set once the program has run to completion once (see `execute`).
     ran_once: AtomicBool,
+    /// How long its last run inside the execute call took, in µs (see
+    /// [`LONG_PROGRAM_US`]).
+    last_run_us: Arc<AtomicU64>,
 }
+
+/// A program whose last run took at least this long (µs) runs on the
+/// dispatch thread of an inline CPU client (`ffi::dispatch`); a shorter
+/// one inside the execute call. The hand-over costs two thread wake-ups
+/// (tens of µs on a small VM), which a step of 1 ms pays for.
+pub(crate) const LONG_PROGRAM_US: u64 = 1000;
 
 /// The PJRT backend: one device of a client of one plugin (the client is
 /// shared by the backends of all its devices).
@@ -48,9 +58,9 @@ pub(crate) struct PjrtExecutable {
 /// one. It then waits for the previous execution, so at most two are in
 /// flight (the device never waits for the host between steps, and the
 /// host never runs more than a step ahead, which bounds the memory that
-/// queued steps hold). A one-device CPU client asked for inline dispatch
-/// runs the program inside the execute call instead
-/// (`backend::cpu_dispatch`).
+/// queued steps hold). A one-device CPU client runs short programs inside
+/// the execute call and hands long ones to the dispatch thread
+/// (`backend::cpu_dispatch`, `ffi::dispatch`).
 pub(crate) struct PjrtBackend {
     /// The completion event of the execution in flight, if any.
     in_flight: at_exit::InFlight,
@@ -58,6 +68,10 @@ pub(crate) struct PjrtBackend {
     /// The device's ordinal among the client's addressable devices.
     device: usize,
     name: String,
+    /// The client runs programs inline and hands long ones to the
+    /// dispatch thread (`backend::cpu_dispatch`, the default for one CPU
+    /// device).
+    dispatch_long: bool,
 }
 
 impl Drop for PjrtBackend {
@@ -155,6 +169,7 @@ impl PjrtBackend {
             client,
             device: 0,
             name,
+            dispatch_long: false,
         };
         Ok(first.with_siblings(exposed))
     }
@@ -192,7 +207,9 @@ impl PjrtBackend {
         let (n, asked) = crate::backend::cpu_devices::fixed()?;
         let spare = usize::from(n > 1);
         let count = ("cpu_device_count", OptionValue::Int64((n + spare) as i64));
-        let inline = crate::backend::cpu_dispatch::inline_wanted(n)?;
+        use crate::backend::cpu_dispatch::{self, Mode};
+        let mode = cpu_dispatch::wanted(n)?;
+        let inline = mode != Mode::Asynchronous;
         let is_cpu = |c: &Client| c.platform_name().eq_ignore_ascii_case("cpu");
         // A plugin that does not know the dispatch option refuses it: it
         // is then asked for the count alone, and dispatches as it does.
@@ -232,15 +249,16 @@ impl PjrtBackend {
             },
         };
         let exposed = exposed.min(client.device_count());
+        let dispatch_long = is_cpu(&client) && dispatches_inline && mode == Mode::Auto;
         if is_cpu(&client) {
-            if inline && !dispatches_inline {
+            if mode == Mode::Inline && !dispatches_inline {
                 eprintln!(
                     "lazyxla: the PJRT plugin {} (C API {major}.{minor}) does not know the CPU \
                      client option for inline dispatch; its programs run on its worker threads",
                     path.display()
                 );
             }
-            crate::backend::cpu_dispatch::fix(!dispatches_inline, n);
+            cpu_dispatch::fix(!dispatches_inline, n, mode == Mode::Auto);
         }
         let name = format!("pjrt:{}", client.platform_name().to_lowercase());
         let first = PjrtBackend {
@@ -248,6 +266,7 @@ impl PjrtBackend {
             client,
             device: 0,
             name,
+            dispatch_long,
         };
         Ok((first, exposed))
     }
@@ -259,6 +278,7 @@ impl PjrtBackend {
         PjrtBackend {
             in_flight: at_exit::in_flight_slot(),
             client: self.client.clone(),
+            dispatch_long: false,
             device: ordinal,
             name: match ordinal {
                 0 => format!("pjrt:{platform}"),
@@ -273,24 +293,31 @@ impl PjrtBackend {
         self.wait_for(event, op)
     }
 
-    fn wait_for(&self, event: Option<Event>, op: &'static str) -> Result<()> {
+    fn wait_for(&self, event: Option<Completion>, op: &'static str) -> Result<()> {
         let Some(event) = event else {
             return Ok(());
         };
-        metrics::time(metrics::Timer::DeviceWaitTime, || event.wait()).map_err(|e| Error::Backend {
+        metrics::time(metrics::Timer::DeviceWaitTime, || event.wait())
+            .map_err(|e| self.failed_earlier(op, e))
+    }
+
+    /// The error of `op` on the results of a program that failed.
+    fn failed_earlier(&self, op: &'static str, e: PjrtError) -> Error {
+        Error::Backend {
             backend: self.name.clone(),
             op,
             message: format!(
                 "an earlier program failed on the device, so the tensors it computed hold no values: {}",
                 e.message
             ),
-        })
+        }
     }
 
     fn buffer<'a>(&self, b: &'a DeviceBuffer, op: &'static str) -> Result<&'a Buffer> {
-        match b.storage() {
-            Storage::Pjrt(b) => Ok(b),
-            _ => Err(Error::Backend {
+        match b.pjrt() {
+            Some(Ok(b)) => Ok(b),
+            Some(Err(e)) => Err(self.failed_earlier(op, e)),
+            None => Err(Error::Backend {
                 backend: self.name.clone(),
                 op,
                 message: "a buffer from another backend".into(),
@@ -461,6 +488,7 @@ impl Backend for PjrtBackend {
                 Vec::new()
             },
             ran_once: AtomicBool::new(false),
+            last_run_us: Arc::new(AtomicU64::new(0)),
         }))
     }
 
@@ -506,23 +534,46 @@ impl Backend for PjrtBackend {
         for s in &args.vars {
             refs.push(self.buffer(size_arg(s, &mut uploaded)?, "execute")?);
         }
-        let (out, done) = pe
-            .exe
-            .execute_async_into(&refs, &donate, |b| {
-                Some(DeviceBuffer::new(Storage::Pjrt(b)))
-            })
-            .map_err(|e| backend_err(&self.name, "execute", e))?;
-        // A client that dispatches inline returns with the program done.
-        if done.is_ready() {
-            metrics::inc(metrics::Counter::ExecuteInline);
-        }
+        let long = self.dispatch_long
+            && pe.last_run_us.load(Ordering::Relaxed) >= LONG_PROGRAM_US
+            && crate::backend::cpu_dispatch::long_on_thread();
+        let (out, done) = if long {
+            // SAFETY: the arguments are live buffers of this client, and
+            // a buffer is dropped only through `Buffer`'s `Drop`, which
+            // defers it while the run may name it.
+            let run = unsafe { ffi::dispatch::execute(&pe.exe, &refs, &donate, &pe.last_run_us) }
+                .map_err(|e| backend_err(&self.name, "execute", e))?;
+            metrics::inc(metrics::Counter::ExecuteDispatched);
+            let out = (0..pe.exe.num_outputs())
+                .map(|k| {
+                    let p = PendingBuffer::new(run.clone(), k);
+                    Some(DeviceBuffer::new(Storage::PjrtPending(Box::new(p))))
+                })
+                .collect();
+            (out, Completion::Run(run))
+        } else {
+            let start = std::time::Instant::now();
+            let (out, done) = pe
+                .exe
+                .execute_async_into(&refs, &donate, |b| {
+                    Some(DeviceBuffer::new(Storage::Pjrt(b)))
+                })
+                .map_err(|e| backend_err(&self.name, "execute", e))?;
+            // A client that dispatches inline returns with the program done.
+            if done.is_ready() {
+                metrics::inc(metrics::Counter::ExecuteInline);
+                pe.last_run_us
+                    .store(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
+            (out, Completion::Event(done))
+        };
         // Started before waiting for the previous execution, so the device
         // goes from one step to the next without waiting for the host.
         let previous = self.in_flight.lock().replace(done);
         if let Err(e) = self.wait_for(previous, "execute") {
             // This step read what the failed one computed: drop its
             // results (the tensors stay pending) and its outcome.
-            let _ = self.in_flight.lock().take().map(Event::wait);
+            let _ = self.in_flight.lock().take().map(Completion::wait);
             return Err(e);
         }
         if !pe.ran_once.load(Ordering::Relaxed) {

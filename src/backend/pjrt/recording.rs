@@ -5,9 +5,7 @@
 
 use super::ffi::{Buffer, ElementType, Executable, PjrtError};
 use super::{PjrtBackend, PjrtExecutable};
-use crate::backend::{
-    Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage,
-};
+use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::{Error, Result};
@@ -116,9 +114,9 @@ impl RecordingBackend {
             Ok(())
         };
         let size = |s: &SizeArg<'_>, copy: &mut dyn FnMut(&Buffer) -> _| match s {
-            SizeArg::Device(b) => match b.storage() {
-                Storage::Pjrt(b) => copy(b),
-                _ => Ok(()),
+            SizeArg::Device(b) => match b.pjrt() {
+                Some(b) => copy(b?),
+                None => Ok(()),
             },
             SizeArg::Host(v) => {
                 let b = client.buffer_from_host(
@@ -131,8 +129,8 @@ impl RecordingBackend {
             }
         };
         for (b, sizes) in &args.params {
-            if let Storage::Pjrt(b) = b.storage() {
-                copy(b)?;
+            if let Some(b) = b.pjrt() {
+                copy(b?)?;
             }
             for s in sizes {
                 size(s, &mut copy)?;
@@ -143,10 +141,7 @@ impl RecordingBackend {
         }
         let output_ids = outputs
             .buffers()
-            .filter_map(|b| match b.map(DeviceBuffer::storage) {
-                Some(Storage::Pjrt(b)) => Some(b.id()),
-                _ => None,
-            })
+            .filter_map(|b| b.and_then(DeviceBuffer::pjrt)?.ok().map(Buffer::id))
             .collect();
         let mut last = self.recorder.0.last.lock();
         if last.len() == 2 {

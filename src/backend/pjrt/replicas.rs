@@ -8,6 +8,7 @@
 //! devices between steps. Collectives in the program (`lower/collective.rs`)
 //! name the replicas `0..n`. Reading a value reads replica 0's.
 
+use super::ffi::dispatch::Completion;
 use super::ffi::{Buffer, Client, CompileOptions, Event, PjrtError};
 use super::{at_exit, backend_err, check_result_layout, dump, lower, PjrtBackend, PjrtExecutable};
 use crate::backend::Storage;
@@ -226,6 +227,7 @@ impl Backend for PjrtReplicas {
                     Vec::new()
                 },
                 ran_once: AtomicBool::new(false),
+                last_run_us: Default::default(),
             },
             slot_of,
         }))
@@ -296,7 +298,7 @@ impl Backend for PjrtReplicas {
         for (r, m) in self.members.iter().enumerate() {
             let done = events[re.slot_of[r]].take();
             previous.push(match done {
-                Some(done) => m.in_flight.lock().replace(done),
+                Some(done) => m.in_flight.lock().replace(Completion::Event(done)),
                 None => None,
             });
         }
@@ -430,12 +432,13 @@ impl Backend for PjrtReplicas {
             return Ok(None);
         }
         let copy = |m: &PjrtBackend, b: &DeviceBuffer| -> Result<DeviceBuffer> {
-            let Storage::Pjrt(b) = b.storage() else {
+            let Some(b) = b.pjrt() else {
                 return Err(Error::internal(
                     "copy",
                     "a PJRT backend's buffer is no PJRT buffer",
                 ));
             };
+            let b = b.map_err(|e| backend_err(&m.name, "copy", e))?;
             same_device_copy(m, b)
         };
         let parts = match buffer.storage() {

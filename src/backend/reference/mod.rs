@@ -108,7 +108,9 @@ fn copy_buffer(b: &DeviceBuffer) -> Result<DeviceBuffer> {
         Storage::Reference(a) => DeviceBuffer::new(Storage::Reference(a.clone())),
         Storage::ReferenceSize(v) => DeviceBuffer::new(Storage::ReferenceSize(*v)),
         Storage::Replicas(_) => copy_buffer(b.replica(0)?)?,
-        Storage::Pjrt(_) => return Err(err("copy", "a buffer from another backend")),
+        Storage::Pjrt(_) | Storage::PjrtPending(_) => {
+            return Err(err("copy", "a buffer from another backend"))
+        }
     })
 }
 

@@ -62,10 +62,25 @@ impl std::fmt::Debug for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        if super::dispatch::deferring() {
+            // An execution handed to the dispatch thread may still name
+            // it: the thread destroys it after them.
+            super::dispatch::defer(Buffer {
+                client: self.client.clone(),
+                raw: std::mem::replace(&mut self.raw, std::ptr::null_mut()),
+                shape: self.shape.clone(),
+                device: OnceLock::new(),
+            });
+            return;
+        }
+        let raw = self.raw;
         let plugin = &self.client.plugin;
         if let Ok(destroy) = api_fn!(plugin, PJRT_Buffer_Destroy) {
             let mut args = new_args::<sys::BufferDestroyArgs>();
-            args.buffer = self.raw;
+            args.buffer = raw;
             // SAFETY: we own the buffer and its client is still alive.
             let _ = unsafe { plugin.call(destroy, &mut args, "PJRT_Buffer_Destroy") };
         }

@@ -223,24 +223,42 @@ impl Executable {
         &self,
         args: &[&Buffer],
         donate: &[usize],
-        mut wrap: impl FnMut(Buffer) -> T,
+        wrap: impl FnMut(Buffer) -> T,
     ) -> Result<(Vec<T>, Event), PjrtError> {
-        let plugin = &self.client.plugin;
         if let Some(i) = args.iter().position(|b| !b.same_client(&self.client)) {
             return Err(PjrtError::local(format!(
                 "argument {i} belongs to a different PJRT client than the executable"
             )));
         }
+        let arg_ptrs: SmallVec<[*mut sys::Buffer; 32]> = args.iter().map(|b| b.raw()).collect();
+        // SAFETY: the handles are those of live buffers of this client,
+        // borrowed for the call.
+        unsafe { self.execute_raw(&arg_ptrs, donate, wrap) }
+    }
+
+    /// [`execute_async_into`](Self::execute_async_into) on raw argument
+    /// handles (see `dispatch`).
+    ///
+    /// # Safety
+    ///
+    /// Each handle must be a live buffer of this executable's client for
+    /// the duration of the call.
+    pub(super) unsafe fn execute_raw<T>(
+        &self,
+        arg_ptrs: &[*mut sys::Buffer],
+        donate: &[usize],
+        mut wrap: impl FnMut(Buffer) -> T,
+    ) -> Result<(Vec<T>, Event), PjrtError> {
+        let plugin = &self.client.plugin;
         let execute = api_fn!(plugin, PJRT_LoadedExecutable_Execute)?;
 
         // One device: a list of argument lists and of output lists, each of
         // length one; the plugin fills the output slots and the event slot.
-        let arg_ptrs: SmallVec<[*mut sys::Buffer; 32]> = args.iter().map(|b| b.raw()).collect();
         let arg_lists = [arg_ptrs.as_ptr()];
         let mut outputs: SmallVec<[*mut sys::Buffer; 32]> = smallvec![null_mut(); self.num_outputs];
         let output_lists = [outputs.as_mut_ptr()];
         let mut done = [null_mut::<sys::Event>()];
-        let non_donatable = self.non_donatable(args.len(), donate);
+        let non_donatable = self.non_donatable(arg_ptrs.len(), donate);
 
         let mut options = new_args::<sys::ExecuteOptions>();
         options.non_donatable_input_indices = non_donatable.as_ptr();

@@ -38,6 +38,7 @@ macro_rules! api_fn {
 mod buffer;
 mod client;
 mod compile_options;
+pub(crate) mod dispatch;
 mod event;
 mod executable;
 mod guard;
