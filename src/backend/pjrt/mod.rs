@@ -537,12 +537,14 @@ impl Backend for PjrtBackend {
         let long = self.dispatch_long
             && pe.last_run_us.load(Ordering::Relaxed) >= LONG_PROGRAM_US
             && crate::backend::cpu_dispatch::long_on_thread();
-        let (out, done) = if long {
-            // SAFETY: the arguments are live buffers of this client, and
-            // a buffer is dropped only through `Buffer`'s `Drop`, which
-            // defers it while the run may name it.
-            let run = unsafe { ffi::dispatch::execute(&pe.exe, &refs, &donate, &pe.last_run_us) }
-                .map_err(|e| backend_err(&self.name, "execute", e))?;
+        // SAFETY: the arguments are live buffers of this client, and a
+        // buffer is dropped only through `Buffer`'s `Drop`, which defers it
+        // while the run may name it. Where the thread cannot start, the
+        // program runs inline.
+        let dispatched = long
+            .then(|| unsafe { ffi::dispatch::execute(&pe.exe, &refs, &donate, &pe.last_run_us) })
+            .and_then(|r| r.ok());
+        let (out, done) = if let Some(run) = dispatched {
             metrics::inc(metrics::Counter::ExecuteDispatched);
             let out = (0..pe.exe.num_outputs())
                 .map(|k| {

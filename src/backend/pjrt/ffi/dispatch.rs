@@ -14,8 +14,8 @@
 //! Arguments are passed as raw handles, which must outlive the execution:
 //! while any handed-over execution is queued or running, dropping a
 //! [`Buffer`] on another thread queues its destruction behind them
-//! ([`defer_destroy`]); the thread destroys it once every execution that
-//! could name it is done.
+//! ([`deferring`], [`defer`]); the thread destroys it once every execution
+//! that could name it is done.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -50,7 +50,7 @@ struct RawBuffer(*mut sys::Buffer);
 unsafe impl Send for RawBuffer {}
 
 /// Executions handed over and not yet returned; buffers dropped meanwhile
-/// are destroyed by the thread ([`defer_destroy`]).
+/// are destroyed by the thread ([`deferring`]).
 static BUSY: AtomicUsize = AtomicUsize::new(0);
 
 /// Set once the process exits: the thread then destroys nothing more (the
@@ -62,14 +62,14 @@ thread_local! {
     static ON_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The queue of the thread.
-static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+/// The queue of the thread; `None` when the thread could not start.
+static QUEUE: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
 
 /// The queue of the thread, started on first use.
-fn queue() -> &'static Mutex<Sender<Job>> {
-    QUEUE.get_or_init(|| {
+fn queue() -> Option<&'static Mutex<Sender<Job>>> {
+    let queue = QUEUE.get_or_init(|| {
         let (tx, rx) = channel::<Job>();
-        std::thread::Builder::new()
+        let started = std::thread::Builder::new()
             .name("lazyxla-dispatch".to_string())
             .spawn(move || {
                 ON_THREAD.with(|t| t.set(true));
@@ -99,10 +99,10 @@ fn queue() -> &'static Mutex<Sender<Job>> {
                         Job::Barrier(done) => done.finish(Ok(Vec::new())),
                     }
                 }
-            })
-            .expect("the dispatch thread starts");
-        Mutex::new(tx)
-    })
+            });
+        started.ok().map(|_| Mutex::new(tx))
+    });
+    queue.as_ref()
 }
 
 /// Hands `exe` on `args` to the thread; its results come as
@@ -137,10 +137,10 @@ pub(in crate::backend::pjrt) unsafe fn execute(
         run: run.clone(),
         took_us: took_us.clone(),
     };
-    let sent = queue().lock().map(|q| q.send(job).is_ok()).unwrap_or(false);
+    let sent = queue().is_some_and(|q| q.lock().is_ok_and(|q| q.send(job).is_ok()));
     if !sent {
         BUSY.fetch_sub(1, Ordering::SeqCst);
-        return Err(PjrtError::local("the dispatch thread is gone"));
+        return Err(PjrtError::local("the dispatch thread is not running"));
     }
     Ok(run)
 }
@@ -155,9 +155,9 @@ pub(super) fn deferring() -> bool {
 /// Queues `b`'s destruction behind the executions handed over (see
 /// [`deferring`]).
 pub(super) fn defer(b: Buffer) {
-    let unsent = match queue().lock() {
-        Ok(q) => q.send(Job::Destroy(b)).err().map(|e| e.0),
-        Err(_) => Some(Job::Destroy(b)),
+    let unsent = match queue().map(Mutex::lock) {
+        Some(Ok(q)) => q.send(Job::Destroy(b)).err().map(|e| e.0),
+        _ => Some(Job::Destroy(b)),
     };
     // No thread to run after: leak rather than free memory an execution
     // may still read.
@@ -169,7 +169,7 @@ pub(super) fn defer(b: Buffer) {
 /// handler runs before the plugin's static destructors).
 pub(in crate::backend::pjrt) fn exiting() {
     EXITING.store(true, Ordering::SeqCst);
-    let Some(queue) = QUEUE.get() else {
+    let Some(Some(queue)) = QUEUE.get() else {
         return;
     };
     let done = Arc::new(Run {
