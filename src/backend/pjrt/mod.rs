@@ -673,11 +673,10 @@ impl Backend for PjrtBackend {
             Storage::Replicas(_) => buffer.replica(0)?,
             _ => buffer,
         };
-        let (Storage::Pjrt(b), true) =
-            (source.storage(), replicas::same_client(from, &self.client))
-        else {
+        let (Some(b), true) = (source.pjrt(), replicas::same_client(from, &self.client)) else {
             return Ok(None);
         };
+        let b = b.map_err(|e| self.failed_earlier("copy between devices", e))?;
         let copy = self
             .client
             .copy_to_device(b, self.device)

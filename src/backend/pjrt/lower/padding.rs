@@ -103,8 +103,8 @@ impl Ctx<'_> {
     /// branches"). An `and` with the mask widened to all ones is no
     /// branch, but LLVM sees through `negate(convert(mask))` and makes it
     /// a select again, so each zone's widened mask passes an optimization
-    /// barrier: XLA materialises it (4 bytes an element of the zone's
-    /// source) and the kernels read it as data.
+    /// barrier: XLA materialises it (an integer of the value's width per
+    /// element of the zone's source) and the kernels read it as data.
     pub(super) fn zone_keep_along(
         &mut self,
         x: &V,
