@@ -24,7 +24,7 @@
 //! SSA name; an op that derives a value elementwise from another (a
 //! widened copy) copies the extents with [`Ctx::same_extents`].
 
-use super::emit::{Elt, V};
+use super::emit::{Builder, Elt, V};
 use super::Ctx;
 
 /// The padding record of one value (see the module docs).
@@ -94,7 +94,7 @@ impl Ctx<'_> {
 
     /// As [`Ctx::and_masked_dims`] over `dims`, as a mask of all ones (in
     /// `bits`, an integer type) where an element of `x` is real, for
-    /// [`Builder::select_fill_bitwise`](super::emit::Builder::select_fill_bitwise).
+    /// [`Builder::select_fill_bitwise`].
     ///
     /// XLA's CPU backend emits a select whose predicate is the same along
     /// a row as a branch per row, mispredicted about half the time when
@@ -112,23 +112,18 @@ impl Ctx<'_> {
         prefix: Option<V>,
         bits: Elt,
     ) -> V {
-        let shape = x.ty.bound().with_elt(bits);
-        let mut keep = prefix.map(|m| self.b.all_ones_where(&m, bits));
-        let masked = self.pads.get(&x.name).map(|p| p.masked.clone());
-        for (d, v) in masked.unwrap_or_default() {
-            if !dims.contains(&d) {
-                continue;
-            }
-            let m1 = self.zone_mask(v);
-            let k1 = self.b.all_ones_where(&m1, bits);
-            let k1 = self.b.optimization_barrier(&k1);
-            let k = self.b.broadcast_in_dim(&k1, &[d as i64], shape.clone());
-            keep = Some(match keep {
-                None => k,
-                Some(prev) => self.b.bin("and", &prev, &k),
-            });
-        }
-        keep.unwrap_or_else(|| self.b.splat(-1.0, &shape))
+        let prefix = prefix.map(|m| self.b.all_ones_where(&m, bits));
+        let keep = self.and_zone_masks(
+            x,
+            |d| dims.contains(&d),
+            prefix,
+            bits,
+            |b, m| {
+                let k = b.all_ones_where(m, bits);
+                b.optimization_barrier(&k)
+            },
+        );
+        keep.unwrap_or_else(|| self.b.splat(-1.0, &x.ty.bound().with_elt(bits)))
     }
 
     /// `mask` (of `x`'s bound shape, or none) and'ed with the mask of each
@@ -137,24 +132,37 @@ impl Ctx<'_> {
         &mut self,
         x: &V,
         along: impl Fn(usize) -> bool,
-        mut mask: Option<V>,
+        mask: Option<V>,
     ) -> Option<V> {
-        let Some(p) = self.pads.get(&x.name) else {
-            return mask;
-        };
-        let dims = p.masked.clone();
-        let shape = x.ty.bound().with_elt(Elt::I1);
-        for (d, v) in dims {
+        self.and_zone_masks(x, along, mask, Elt::I1, |_, m| m.clone())
+    }
+
+    /// `init` (of `x`'s bound shape in `elt`, or none) and'ed with each
+    /// masked dim of `x` that `along` selects: its zone's mask made an
+    /// `elt` tensor by `widen`, broadcast along the dim.
+    fn and_zone_masks(
+        &mut self,
+        x: &V,
+        along: impl Fn(usize) -> bool,
+        init: Option<V>,
+        elt: Elt,
+        widen: impl Fn(&mut Builder, &V) -> V,
+    ) -> Option<V> {
+        let masked = self.pads.get(&x.name).map(|p| p.masked.clone());
+        let shape = x.ty.bound().with_elt(elt);
+        let mut acc = init;
+        for (d, v) in masked.unwrap_or_default() {
             if !along(d) {
                 continue;
             }
             let m1 = self.zone_mask(v);
+            let m1 = widen(&mut self.b, &m1);
             let m = self.b.broadcast_in_dim(&m1, &[d as i64], shape.clone());
-            mask = Some(match mask {
+            acc = Some(match acc {
                 None => m,
                 Some(prev) => self.b.bin("and", &prev, &m),
             });
         }
-        mask
+        acc
     }
 }
