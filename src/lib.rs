@@ -75,6 +75,7 @@ pub use error::{Error, Result};
 /// [`DType::F16`] and [`DType::BF16`].
 pub use half;
 pub use host::Element;
+pub use runtime::buckets::{set_size_buckets, size_buckets, SizeBuckets};
 pub use runtime::precision::{float32_matmul_precision, set_float32_matmul_precision};
 pub use tensor::no_grad;
 

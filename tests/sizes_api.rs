@@ -246,3 +246,27 @@ backend_test! {
         assert!(matches!(two.run(&[x]), Err(Error::GraphLimit { limit: 2 })));
     }
 }
+
+backend_test! {
+    fn a_count_that_may_divide_is_checked_when_the_program_runs() {
+        // `[n]` into `[n // 2, 2]`: right for an even n, a failed step
+        // for an odd one, never a panic while recording.
+        let pairs = |len: usize| {
+            let x = Tensor::from_vec((0..len as i64).collect(), &[len]).unwrap().mark_dynamic(0, 6);
+            let n = x.size(0);
+            x.reshape_sym(&[n.div_floor(2), SymInt::from(2)])
+        };
+        let even = pairs(4);
+        assert_eq!(even.shape_string(), "[<=3, 2]");
+        assert_eq!(even.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3]);
+        let err = pairs(5).to_vec::<i64>().unwrap_err().to_string();
+        assert!(err.contains("reshape_sym") && err.contains('5') && err.contains('4'), "{err}");
+        // A size read back from a computed tensor against the sizes it was
+        // computed from.
+        let a = Tensor::from_vec(vec![1.0f32; 3], &[3]).unwrap().mark_dynamic(0, 4);
+        let t = Tensor::ones_sym(&[a.size(0) * 2], DType::F32);
+        assert_eq!(t.to_vec::<f32>().unwrap().len(), 6);
+        let back = t.reshape_sym(&[a.size(0), SymInt::from(2)]);
+        assert_eq!(back.sum_dims(&[1], false).to_vec::<f32>().unwrap(), vec![2.0; 3]);
+    }
+}

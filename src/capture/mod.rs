@@ -25,7 +25,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::ir::leaf::LeafData;
 use crate::ir::Node;
-use crate::runtime::device_data::DeviceData;
+use crate::runtime::device_data::{Bounds, DeviceData};
 use crate::tensor::{Tensor, TensorInner};
 use crate::Result;
 use smallvec::SmallVec;
@@ -169,8 +169,13 @@ where
         let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
         if nodes.iter().any(|n| n.leaf_data().is_none()) {
             crate::tensor::sync::sync_tensors(inputs)?;
-            nodes = inputs.iter().map(Tensor::node).collect();
         }
+        // Inputs get their buckets' bounds before the signature is taken,
+        // not while the step records (`set_size_buckets`).
+        for t in inputs {
+            t.apply_buckets();
+        }
+        nodes = inputs.iter().map(Tensor::node).collect();
         let signature = Signature::of(inputs, &nodes)?;
         // Only the variant that runs keeps its returned tensors: a step
         // called with many signatures holds one call's outputs, not one per
@@ -230,7 +235,14 @@ struct InputSig {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum DimSig {
     Static(i64),
-    Dynamic { bound: i64, group: usize },
+    /// A dynamic dim: its bound, its group of inputs sharing one size,
+    /// and the length of its buffer (longer than the bound with bucketed
+    /// bounds, `runtime::buckets`).
+    Dynamic {
+        bound: i64,
+        group: usize,
+        buffer: usize,
+    },
 }
 
 impl Signature {
@@ -252,10 +264,12 @@ impl Signature {
                     rhs: t.device().name().to_string(),
                 });
             }
+            let buffers = crate::runtime::device_data::of(n).map(DeviceData::bounds);
             let dims = n
                 .shape
                 .iter()
-                .map(|e| match e.as_const() {
+                .enumerate()
+                .map(|(d, e)| match e.as_const() {
                     Some(c) => DimSig::Static(c),
                     None => {
                         // A compound size gets a group of its own.
@@ -269,6 +283,7 @@ impl Signature {
                         DimSig::Dynamic {
                             bound: e.hi(),
                             group,
+                            buffer: buffers.and_then(|b| b.get(d).copied()).unwrap_or(0),
                         }
                     }
                 })
@@ -440,6 +455,8 @@ struct OutputTemplate {
     /// Where the result's buffer is among the program's outputs; its sizes
     /// follow it (see `ExecOutputs`).
     at: usize,
+    /// The static shape of the result's buffer (`DeviceData::bounds`).
+    bounds: Bounds,
 }
 
 impl OutputTemplate {
@@ -460,7 +477,7 @@ impl OutputTemplate {
         has_type(n, self.dtype, &self.dims, |e, d| match d {
             DimTemplate::Static(c) => e.as_const() == Some(*c),
             DimTemplate::Input { .. } | DimTemplate::Fresh(_) => e.as_const().is_none(),
-        })
+        }) && crate::runtime::device_data::of(n).is_some_and(|d| d.bounds() == &self.bounds[..])
     }
 }
 

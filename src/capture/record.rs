@@ -9,7 +9,7 @@ use super::{
 use crate::backend::ExecOutputs;
 use crate::ir::Node;
 use crate::metrics;
-use crate::runtime::device_data::{self, DeviceData};
+use crate::runtime::device_data::{self, Bounds, DeviceData};
 use crate::runtime::sync;
 use crate::tensor::registry;
 use crate::tensor::{next_tensor_id, Tensor};
@@ -244,8 +244,11 @@ where
             variant.arg_sizes.push(at);
         }
         let mut at = 0;
-        for r in &s.roots {
-            variant.outputs.push(templates.output(r, at));
+        for (r, d) in s.roots.iter().zip(&s.data_nodes) {
+            let bounds = crate::runtime::device_data::of(d)
+                .map(|d| d.bounds().into())
+                .ok_or_else(|| Error::internal("capture", "a result without data"))?;
+            variant.outputs.push(templates.output(r, at, bounds));
             at += ExecOutputs::of_result(&r.shape);
         }
     }
@@ -325,8 +328,9 @@ impl<'a> Templates<'a> {
         })
     }
 
-    /// The template of result `root`, whose buffer is output `at`.
-    fn output(&mut self, root: &Node, at: usize) -> OutputTemplate {
+    /// The template of result `root`, whose buffer is output `at`, of
+    /// shape `bounds`.
+    fn output(&mut self, root: &Node, at: usize, bounds: Bounds) -> OutputTemplate {
         let dims = root
             .shape
             .iter()
@@ -338,7 +342,13 @@ impl<'a> Templates<'a> {
                 if let Some((input, dim)) = var.and_then(|id| self.input_dim(id)) {
                     return DimTemplate::Input { input, dim };
                 }
-                let bounds = (e.lo(), e.hi());
+                // From 0, as a sync's results (`runtime::sync::FreshSizes`):
+                // a lower bound that rose with every replay would make
+                // every replay's result a new input signature.
+                let bounds = match var {
+                    Some(_) => (e.lo(), e.hi()),
+                    None => (e.lo().min(0), e.hi()),
+                };
                 let fresh = &mut self.fresh;
                 let mut new_slot = || {
                     fresh.push(bounds);
@@ -357,6 +367,7 @@ impl<'a> Templates<'a> {
             dims,
             in_place: false,
             at,
+            bounds,
         }
     }
 }

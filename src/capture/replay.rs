@@ -329,7 +329,14 @@ impl Results<'_> {
         let shape: Shape = template.dims.iter().map(|d| self.size(d)).collect();
         let cells = sync::size_cells(&self.v.device, &shape, &mut self.outputs, template.at)?;
         let buffer = self.outputs.take(template.at)?;
-        let n = sync::data_node(&self.v.device, template.dtype, shape, buffer, cells);
+        let n = sync::data_node(
+            &self.v.device,
+            template.dtype,
+            shape,
+            buffer,
+            cells,
+            template.bounds.clone(),
+        );
         self.nodes[i] = Some(n.clone());
         Ok(n)
     }

@@ -484,6 +484,9 @@ pub(crate) fn trace(
             aliases: Vec::new(),
             // The lowering uses the enclosing program's.
             matmul_precision: Default::default(),
+            // A loop's state is at its bounds.
+            param_buffers: Vec::new(),
+            output_buffers: Vec::new(),
         });
     }
     Ok(Traced {

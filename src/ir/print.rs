@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Nodes are named `a`, `b`, .. in order; parameters (device data) appear
-//! in the header; inline scalars print as `value:dtype` where used; dynamic
+//! in the header (`a:f32[s0<=64] in [65]` for data in a buffer longer than
+//! its bound, see `runtime::buckets`); inline scalars print as `value:dtype` where used; dynamic
 //! dims print as `s<k><=<bound>` with variables numbered by first
 //! appearance. A comment marks where a dynamic zone starts (an op
 //! introduces a size variable) and ends (dynamic operands, static result).
@@ -144,7 +145,19 @@ pub(crate) fn print_program(p: &Program) -> String {
         out: String::new(),
     };
     let name = pr.node_names(p);
-    let params: Vec<String> = p.params.iter().map(|&i| pr.param(p, &name, i)).collect();
+    let params: Vec<String> = p
+        .params
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let mut text = pr.param(p, &name, i);
+            if let Some((_, dims)) = p.param_buffers.iter().find(|(q, _)| *q == k) {
+                // A bucketed buffer, longer than the bound.
+                let _ = write!(text, " in {dims:?}");
+            }
+            text
+        })
+        .collect();
     let _ = writeln!(pr.out, "program({}) {{", params.join(", "));
     pr.body(p, &name, 1);
     pr.out.push('}');

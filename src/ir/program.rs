@@ -65,6 +65,15 @@ pub(crate) struct Program {
     /// (`set_float32_matmul_precision`, as set when it was traced). Part
     /// of the key.
     pub matmul_precision: MatmulPrecision,
+    /// The parameters whose buffers are longer than their node's bounds
+    /// (by position in `params`, sorted), with the buffers' static shape:
+    /// data of a bucketed dim (`runtime::buckets`), narrowed to the bounds
+    /// as the program reads them. Part of the key.
+    pub param_buffers: Vec<(usize, Vec<usize>)>,
+    /// The outputs written into buffers longer than their bounds (by
+    /// position in `outputs`, sorted), with the buffers' static shape:
+    /// bucketed results, padded after their bounds. Part of the key.
+    pub output_buffers: Vec<(usize, Vec<usize>)>,
 }
 
 /// The internal precision of `f32` matrix products, PyTorch's

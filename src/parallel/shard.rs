@@ -140,7 +140,7 @@ fn split(
         }
         None => new_shape[0] = SizeExpr::constant(bound as i64),
     }
-    let data = DeviceData::on_device(device.clone(), buffer, sizes);
+    let data = DeviceData::on_device(device.clone(), buffer, sizes, dims.into_iter().collect());
     Ok(Tensor::data(device, t.dtype(), new_shape, data))
 }
 

@@ -1,6 +1,6 @@
 //! From live graph nodes to a canonical [`Program`] and its arguments.
 
-use super::device_data::DeviceData;
+use super::device_data::{Bounds, DeviceData};
 use super::size_cell::SizeCell;
 use crate::backend::ExecArgs;
 use crate::ir::leaf::LeafData;
@@ -39,6 +39,10 @@ pub(crate) struct Traced<'a> {
     pub donated: smallvec::SmallVec<[usize; 4]>,
     /// The precision of `f32` matrix products when traced.
     matmul_precision: crate::ir::program::MatmulPrecision,
+    /// `Program::param_buffers`.
+    param_buffers: Vec<(usize, Vec<usize>)>,
+    /// `Program::output_buffers`, set by [`Traced::write_outputs_into`].
+    output_buffers: Vec<(usize, Vec<usize>)>,
 }
 
 impl Traced<'_> {
@@ -101,7 +105,23 @@ impl Traced<'_> {
             size_outputs: self.size_outputs.clone(),
             aliases: self.aliases.clone(),
             matmul_precision: self.matmul_precision,
+            param_buffers: self.param_buffers.clone(),
+            output_buffers: self.output_buffers.clone(),
         }
+    }
+
+    /// Writes output `k` into a buffer of shape `bounds[k]` where that is
+    /// longer than its node's bounds (bucketed results, see
+    /// `runtime::buckets`); called before [`Traced::compute_key`].
+    pub fn write_outputs_into(&mut self, bounds: &[Bounds]) {
+        self.output_buffers = self
+            .outputs
+            .iter()
+            .zip(bounds)
+            .enumerate()
+            .filter(|(_, (&o, b))| self.order[o].bounds()[..] != b[..])
+            .map(|(k, (_, b))| (k, b.to_vec()))
+            .collect();
     }
 
     /// Chooses the parameters the program aliases to its results and
@@ -141,6 +161,8 @@ impl Traced<'_> {
         self.size_outputs.hash(&mut w);
         self.aliases.hash(&mut w);
         self.matmul_precision.hash(&mut w);
+        self.param_buffers.hash(&mut w);
+        self.output_buffers.hash(&mut w);
         self.key = w.bytes;
     }
 }
@@ -185,6 +207,7 @@ pub(crate) fn trace_unkeyed<'a>(
 
     let mut params = Vec::new();
     let mut param_data = Vec::new();
+    let mut param_buffers = Vec::new();
     let mut checked = false;
     let mut vars: Vec<VarInfo> = Vec::new();
     let mut var_args = Vec::new();
@@ -242,6 +265,9 @@ pub(crate) fn trace_unkeyed<'a>(
                         Some(p) => crate::ir::loops::escaped("mark_step", p),
                         None => Error::internal("trace", "a data leaf without device data"),
                     })?;
+            if n.is_dynamic() && data.bounds() != &n.bounds()[..] {
+                param_buffers.push((params.len(), data.bounds().to_vec()));
+            }
             param_data.push(data);
             params.push(i);
         }
@@ -277,5 +303,7 @@ pub(crate) fn trace_unkeyed<'a>(
         aliases: Vec::new(),
         donated: smallvec::SmallVec::new(),
         matmul_precision: super::precision::current(),
+        param_buffers,
+        output_buffers: Vec::new(),
     })
 }

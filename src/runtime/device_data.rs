@@ -13,6 +13,9 @@ use std::sync::{Arc, OnceLock};
 /// rank 4, like [`crate::symint::Shape`]).
 pub(crate) type SizeCells = smallvec::SmallVec<[Option<Arc<SizeCell>>; 4]>;
 
+/// The static shape of a buffer (inline up to rank 4).
+pub(crate) type Bounds = smallvec::SmallVec<[usize; 4]>;
+
 /// A tensor's value on its device: the backend's buffer (for PJRT, static
 /// at the bound shape; for the reference backend, exact) and, for every
 /// dynamic dimension, its real size.
@@ -25,6 +28,10 @@ pub(crate) struct DeviceData {
     storage: Storage,
     /// One entry per dimension; `Some` exactly for dynamic dimensions.
     pub sizes: SizeCells,
+    /// The static shape of the buffer: the bound of the node holding the
+    /// data, or along a dim with bucketed bounds the bucket's buffer,
+    /// longer than the bound the node gives it (`runtime::buckets`).
+    bounds: Bounds,
     /// Set when the program that computed this data failed a size check
     /// found only after it was bound (see `tensor::sync::verify`): every
     /// use of the data is then that error.
@@ -59,12 +66,19 @@ impl std::fmt::Debug for DeviceData {
 }
 
 impl DeviceData {
-    /// Data already on the device (a program's result).
-    pub fn on_device(device: Device, buffer: DeviceBuffer, sizes: SizeCells) -> DeviceData {
+    /// Data already on the device (a program's result) in a buffer of
+    /// shape `bounds`.
+    pub fn on_device(
+        device: Device,
+        buffer: DeviceBuffer,
+        sizes: SizeCells,
+        bounds: Bounds,
+    ) -> DeviceData {
         DeviceData {
             device,
             storage: Storage::Device(buffer),
             sizes,
+            bounds,
             failed: OnceLock::new(),
             donated: AtomicBool::new(false),
         }
@@ -79,6 +93,7 @@ impl DeviceData {
     ) -> DeviceData {
         DeviceData {
             device,
+            bounds: bound.iter().copied().collect(),
             storage: Storage::Host {
                 buffer: OnceLock::new(),
                 pending: Mutex::new(Some((host, bound))),
@@ -87,6 +102,12 @@ impl DeviceData {
             failed: OnceLock::new(),
             donated: AtomicBool::new(false),
         }
+    }
+
+    /// The static shape of the buffer: the bounds of the node holding the
+    /// data, or longer along a bucketed dim (`runtime::buckets`).
+    pub fn bounds(&self) -> &[usize] {
+        &self.bounds
     }
 
     /// Marks the data as computed by a program whose size check `e`
@@ -189,9 +210,19 @@ pub(crate) fn leaf(
     shape: crate::symint::Shape,
     data: DeviceData,
 ) -> Arc<crate::ir::Node> {
+    leaf_shared(dtype, shape, Arc::new(data))
+}
+
+/// [`leaf`] of data another leaf may hold too (the same data under other
+/// size names, see `tensor::bucket`).
+pub(crate) fn leaf_shared(
+    dtype: crate::DType,
+    shape: crate::symint::Shape,
+    data: Arc<DeviceData>,
+) -> Arc<crate::ir::Node> {
     let op = crate::ir::Op::Data {
         dtype,
-        data: crate::ir::leaf::LeafData::new(Arc::new(data)),
+        data: crate::ir::leaf::LeafData::new(data),
     };
     let (inputs, size_deps) = (smallvec::SmallVec::new(), smallvec::SmallVec::new());
     crate::ir::Node::new(op, inputs, size_deps, dtype, shape, false)

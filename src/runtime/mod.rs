@@ -3,6 +3,7 @@
 //! and returns data leaves (and computed sizes); it knows no `Tensor`: the
 //! tensor layer rebinds its handles to what the runtime returns.
 
+pub(crate) mod buckets;
 pub(crate) mod cache;
 pub(crate) mod canonical;
 pub(crate) mod device_data;

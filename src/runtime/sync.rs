@@ -3,7 +3,7 @@
 
 use super::cache;
 use super::canonical::trace_unkeyed;
-use super::device_data::{DeviceData, SizeCells};
+use super::device_data::{Bounds, DeviceData, SizeCells};
 pub(crate) use super::donation::Holders;
 use super::size_cell::SizeCell;
 use super::size_values;
@@ -80,8 +80,10 @@ pub(crate) fn run_roots(
     holders: &Holders,
 ) -> Result<Synced> {
     let inner = inner_vars(&roots);
-    let mut ran =
-        run(device, &roots, &[], &inner, Some(holders)).map_err(|e| step_failed(e, &roots))?;
+    let buckets = super::buckets::size_buckets();
+    let bounds: Vec<Bounds> = roots.iter().map(|r| result_bounds(r, buckets)).collect();
+    let mut ran = run(device, &roots, &[], &inner, Some(holders), &bounds)
+        .map_err(|e| step_failed(e, &roots))?;
     let status = match ran.outputs_checked {
         true => Some(Status {
             device: device.clone(),
@@ -91,18 +93,18 @@ pub(crate) fn run_roots(
         false => None,
     };
     let mut data_nodes = Vec::with_capacity(roots.len());
+    let mut fresh = FreshSizes::default();
     let mut at = 0;
-    for root in &roots {
+    for (root, bounds) in roots.iter().zip(bounds) {
         let buffer = ran.outputs.take(at)?;
-        let cells = size_cells(device, &root.shape, &mut ran.outputs, at)?;
+        let shape = match root.keeps_history_after_sync() {
+            // A backward through the history meets its sizes as they were.
+            true => root.shape.clone(),
+            false => fresh.shape(&root.shape),
+        };
+        let cells = size_cells(device, &shape, &mut ran.outputs, at)?;
         at += ExecOutputs::of_result(&root.shape);
-        data_nodes.push(data_node(
-            device,
-            root.dtype,
-            root.shape.clone(),
-            buffer,
-            cells,
-        ));
+        data_nodes.push(data_node(device, root.dtype, shape, buffer, cells, bounds));
     }
     // The size outputs follow the results.
     for (i, v) in inner.iter().enumerate() {
@@ -114,6 +116,56 @@ pub(crate) fn run_roots(
         ran,
         status,
     })
+}
+
+/// The shape of a buffer a program writes a result of `root`'s shape
+/// into: its bounds, longer along a dynamic dim with bucketed bounds (see
+/// `runtime::buckets`).
+pub(crate) fn result_bounds(root: &Node, buckets: Option<super::buckets::SizeBuckets>) -> Bounds {
+    root.shape
+        .iter()
+        .map(|e| {
+            let bound = e.hi().max(0) as usize;
+            match e.as_const() {
+                Some(_) => bound,
+                None => super::buckets::result_buffer(buckets, bound),
+            }
+        })
+        .collect()
+}
+
+/// New names for the sizes of a sync's results. A dynamic size that is
+/// an expression (`min(256, s0 + 1)` after a `cat` and a `with_bound`)
+/// becomes a fresh variable bounded by `[0, bound]`, bound to the size the
+/// program computed; one per distinct expression, so results that shared
+/// a size still share one. So data carried from step to step (a cache, a
+/// list of boxes) starts each step with a variable of the same bounds, and
+/// the step's program is the same every time: kept as an expression, its
+/// size would nest one level deeper and its lower bound rise every step,
+/// and every step would compile anew. A size that is one variable keeps
+/// it (results of one `nonzero` stay provably equal).
+#[derive(Default)]
+pub(crate) struct FreshSizes {
+    named: Vec<(SizeExpr, SizeExpr)>,
+}
+
+impl FreshSizes {
+    /// `shape` with each compound dynamic size renamed.
+    pub fn shape(&mut self, shape: &[SizeExpr]) -> Shape {
+        shape.iter().map(|e| self.size(e)).collect()
+    }
+
+    fn size(&mut self, e: &SizeExpr) -> SizeExpr {
+        if e.as_const().is_some() || e.as_var().is_some() || e.hi() <= 0 {
+            return e.clone();
+        }
+        if let Some((_, v)) = self.named.iter().find(|(x, _)| x == e) {
+            return v.clone();
+        }
+        let v = SizeExpr::var(VarRef::fresh(0, e.hi()));
+        self.named.push((e.clone(), v.clone()));
+        v
+    }
 }
 
 /// Variables that the roots' shapes name only inside larger expressions
@@ -160,7 +212,7 @@ fn step_failed(e: crate::Error, roots: &[Arc<Node>]) -> crate::Error {
 /// yet) by running just what they need: the `include` nodes define them.
 pub(crate) fn compute_sizes(device: &Device, include: &[Arc<Node>], vars: &[VarRef]) -> Result<()> {
     let _guard = SYNC.lock();
-    let mut ran = run(device, &[], include, vars, None)?;
+    let mut ran = run(device, &[], include, vars, None, &[])?;
     if ran.outputs_checked {
         // Sizes are read as soon as they are computed: check at once.
         let status = ran.outputs.take_last()?;
@@ -216,15 +268,17 @@ pub(crate) fn size_cell(device: &Device, dim: &SizeExpr, size: DeviceBuffer) -> 
 }
 
 /// A data leaf holding a program's result of type `dtype` and `shape`,
-/// its sizes in `cells` (see [`size_cells`]).
+/// its sizes in `cells` (see [`size_cells`]), in a buffer of shape
+/// `bounds` ([`result_bounds`]).
 pub(crate) fn data_node(
     device: &Device,
     dtype: crate::DType,
     shape: Shape,
     buffer: DeviceBuffer,
     cells: SizeCells,
+    bounds: Bounds,
 ) -> Arc<Node> {
-    let data = DeviceData::on_device(device.clone(), buffer, cells);
+    let data = DeviceData::on_device(device.clone(), buffer, cells, bounds);
     super::device_data::leaf(dtype, shape, data)
 }
 
@@ -260,17 +314,20 @@ pub(crate) struct Ran {
 }
 
 /// Traces, compiles (or takes from the cache) and executes a program that
-/// returns `outputs` and the values of `size_requests`; `include` adds
-/// nodes that define requested sizes.
+/// returns `outputs` (output `k` into a buffer of shape
+/// `output_bounds[k]`, see [`result_bounds`]) and the values of
+/// `size_requests`; `include` adds nodes that define requested sizes.
 fn run(
     device: &Device,
     outputs: &[Arc<Node>],
     include: &[Arc<Node>],
     size_requests: &[VarRef],
     holders: Option<&Holders>,
+    output_bounds: &[Bounds],
 ) -> Result<Ran> {
     let mut traced = metrics::time(metrics::Timer::TraceTime, || {
         let mut traced = trace_unkeyed(outputs, include, size_requests)?;
+        traced.write_outputs_into(output_bounds);
         // A failed size check gives the step's assigned tensors their old
         // values back, so a program with checks donates nothing.
         match holders {

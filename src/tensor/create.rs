@@ -347,7 +347,7 @@ impl Tensor {
         };
         crate::metrics::inc(crate::metrics::Counter::TransferBetweenDevices);
         let sizes = smallvec::smallvec![None; node.shape.len()];
-        let data = DeviceData::on_device(device.clone(), copy, sizes);
+        let data = DeviceData::on_device(device.clone(), copy, sizes, data.bounds().into());
         Ok(Some(Tensor::data(
             device,
             self.dtype(),

@@ -351,6 +351,24 @@ impl Tensor {
             .add_scalar(1.0);
         x.mul(&e).mul_scalar(0.5)
     }
+    /// GELU, tanh approximation `x/2 * (1 + tanh(sqrt(2/pi) * (x +
+    /// 0.044715 x^3)))`: PyTorch's `gelu(x, approximate="tanh")`, GPT-2's
+    /// `gelu_new`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let y = x.gelu_tanh().to_vec::<f32>().unwrap();
+    /// assert!((y[0] + 0.158808).abs() < 1e-5 && y[1] == 0.0 && (y[2] - 1.954598).abs() < 1e-5);
+    /// ```
+    pub fn gelu_tanh(&self) -> Tensor {
+        let x = self.unary_float();
+        let cube = x.mul(&x).mul(&x);
+        let inner = x
+            .add(&cube.mul_scalar(0.044715))
+            .mul_scalar((2.0 / std::f64::consts::PI).sqrt());
+        x.mul(&inner.tanh().add_scalar(1.0)).mul_scalar(0.5)
+    }
     /// Square.
     pub fn square(&self) -> Tensor {
         self.mul(self)

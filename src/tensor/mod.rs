@@ -1,5 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod bucket;
 mod collective;
 mod control_flow;
 mod conv;
@@ -155,6 +156,7 @@ impl Tensor {
     /// (outside `no_grad`), a copy of its node marked as that leaf, so
     /// backward knows where to accumulate.
     pub(crate) fn input_node(&self) -> Arc<Node> {
+        self.apply_buckets();
         let mut n = self.inner.node.lock();
         if self.inner.requires_grad.load(Ordering::Relaxed)
             && grad_mode::grad_enabled()
@@ -268,6 +270,7 @@ impl Tensor {
     ///
     /// Panics when `dim` is out of range.
     pub fn size(&self, dim: impl DimIndex) -> SymInt {
+        self.apply_buckets();
         let node = self.node();
         let d = dim.resolve("size", &node.shape);
         sym(&node, &node.shape[d])
@@ -275,12 +278,14 @@ impl Tensor {
 
     /// All sizes.
     pub fn sizes(&self) -> Vec<SymInt> {
+        self.apply_buckets();
         let node = self.node();
         node.shape.iter().map(|e| sym(&node, e)).collect()
     }
 
     /// The static upper bound of every dimension.
     pub fn upper_bounds(&self) -> Vec<usize> {
+        self.apply_buckets();
         self.node().bounds()
     }
 
@@ -291,10 +296,12 @@ impl Tensor {
 
     /// The shape with bounds as text, e.g. `[<=5, 2]`.
     pub fn shape_string(&self) -> String {
+        self.apply_buckets();
         shape_string(&self.node().shape)
     }
 
     pub(crate) fn shape_exprs(&self) -> Shape {
+        self.apply_buckets();
         self.node().shape.clone()
     }
 

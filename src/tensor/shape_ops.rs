@@ -93,8 +93,10 @@ impl Tensor {
     /// The same elements in a shape of `sizes`, which may be dynamic
     /// (sizes of this or other tensors, and sums and products of them).
     ///
-    /// The element counts must be equal as size expressions (`[n, 3]` into
-    /// `[3 * n]` or `[n, 3, 1]`), and the result may have at most one
+    /// The element counts must be equal: as size expressions (`[n, 3]` into
+    /// `[3 * n]` or `[n, 3, 1]`), or else checked when the program runs
+    /// (`[n]` into `[n // 2, 2]`, a failed check is the step's error), and
+    /// the result may have at most one
     /// dynamic dimension unless it only adds or removes size-1 dims (XLA
     /// cannot express more); otherwise it panics naming both shapes. A
     /// size that is always negative panics; one that may be negative
@@ -116,24 +118,62 @@ impl Tensor {
         let shape = size_args("reshape_sym", sizes);
         let numel = |s: &[SizeExpr]| s.iter().fold(SizeExpr::constant(1), |a, d| a.mul(d));
         let (from, to) = (numel(&input), numel(&shape));
-        if from != to {
-            let count = |n: &SizeExpr| SymInt::from_expr(n.clone()).describe();
-            panic!(
-                "reshape_sym: cannot reshape {} ({} elements) into {} ({} elements): the element counts must be equal as size expressions; pass sizes whose product is {}",
-                shape_string(&input),
-                count(&from),
-                shape_string(&shape),
-                count(&to),
-                count(&from)
-            );
-        }
         let mut candidates = vec![self.node()];
         candidates.extend(anchors_of(sizes));
+        let x = match from == to {
+            true => self.clone(),
+            false => self.counting(&input, &from, &to, &candidates).unwrap_or_else(|| {
+                let count = |n: &SizeExpr| SymInt::from_expr(n.clone()).describe();
+                panic!(
+                    "reshape_sym: cannot reshape {} ({} elements) into {} ({} elements): the element counts can never be equal, or the input has more than one dynamic dimension to check them on; pass sizes whose product is {}",
+                    shape_string(&input),
+                    count(&from),
+                    shape_string(&shape),
+                    count(&to),
+                    count(&from)
+                )
+            }),
+        };
         let exprs: Vec<SizeExpr> = sizes.iter().map(|s| s.expr.clone()).collect();
         let checks = super::guard::non_negative_checks("reshape_sym", &exprs)
             .unwrap_or_else(|e| panic!("{e}"));
-        self.reshape_to(shape, &candidates)
+        x.reshape_to(shape, &candidates)
             .checked(checks, &candidates)
+    }
+
+    /// This tensor, whose element count `from` may or may not equal `to`
+    /// (another expression of the same value: a size read back from a
+    /// computed tensor against the sizes it was computed from, `n // 2`
+    /// pairs of a count `n`), checked equal to it when the program runs
+    /// and given the count `to`. `None` when they can never be equal, or
+    /// when `to` cannot be written on the input's one dynamic dimension.
+    fn counting(
+        &self,
+        input: &[SizeExpr],
+        from: &SizeExpr,
+        to: &SizeExpr,
+        others: &[Arc<Node>],
+    ) -> Option<Tensor> {
+        if SizeCheck::equal("reshape_sym", from, to).decided() == Some(false) {
+            return None;
+        }
+        let dynamic: Vec<usize> = (0..input.len())
+            .filter(|&d| input[d].as_const().is_none())
+            .collect();
+        let statics: i64 = input.iter().filter_map(SizeExpr::as_const).product();
+        let [d] = dynamic[..] else { return None };
+        if statics <= 0 {
+            return None;
+        }
+        let mut target: Shape = input.iter().cloned().collect();
+        target[d] = to.floor_div(&SizeExpr::constant(statics));
+        if target[d].scale(statics) != *to {
+            return None;
+        }
+        let same = SizeCheck::equal("reshape_sym", &input[d], &target[d]);
+        let node = super::guard::guard_node(&self.input_node(), target, vec![same], others)
+            .unwrap_or_else(|e| panic!("{e}"));
+        Some(Tensor::from_node(node, self.device()))
     }
 
     /// Reshape to size expressions; `others` may define their variables.

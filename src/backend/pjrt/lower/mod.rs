@@ -139,12 +139,26 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     for (k, &p) in program.params.iter().enumerate() {
         let n = &program.nodes[p];
         let ty = node_ty(n.dtype, &n.shape);
-        let data = arg(&ty.bound(), &mut sig);
+        let buffer = match program.param_buffers.iter().find(|(q, _)| *q == k) {
+            Some((_, dims)) => Ty {
+                dims: dims.iter().map(|&d| d as i64).collect(),
+                ..ty.bound()
+            },
+            None => ty.bound(),
+        };
+        let mut data = arg(&buffer, &mut sig);
         if let Some(&(_, result)) = aliased.iter().find(|&&(param, _)| param == k) {
             // XLA writes the result into this parameter's buffer when the
             // caller donates it (JAX's `donate_argnums` says the same).
             if let Some(last) = sig.last_mut() {
                 last.push_str(&format!(" {{tf.aliasing_output = {result} : i32}}"));
+            }
+        }
+        // A bucketed buffer is longer than the bound: read its first
+        // `bound` elements along each such dim.
+        for d in 0..ty.rank() {
+            if data.ty.dims[d] > ty.dims[d] {
+                data = ctx.b.slice(&data, d, 0, ty.dims[d]);
             }
         }
         let sizes: Vec<V> = (0..ty.rank())
@@ -168,7 +182,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
 
     let mut results: Vec<V> = Vec::new();
     let mut output_dynamic = Vec::new();
-    for &o in &program.outputs {
+    for (k, &o) in program.outputs.iter().enumerate() {
         let v = ctx.value(o)?;
         let dyn_dims: Vec<usize> = (0..v.ty.rank()).filter(|&d| v.ty.dynamic[d]).collect();
         let sizes: Vec<V> = dyn_dims.iter().map(|&d| ctx.b.get_size(&v, d)).collect();
@@ -176,6 +190,17 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         for &d in &dyn_dims {
             let bound = ctx.b.i32c(v.ty.dims[d]);
             s = ctx.b.set_size(&s, d, &bound, false);
+        }
+        if let Some((_, dims)) = program.output_buffers.iter().find(|(q, _)| *q == k) {
+            // A bucketed result: its bucket's buffer is longer than the
+            // bound (the padding is never read).
+            for (d, &want) in dims.iter().enumerate() {
+                let have = s.ty.dims[d];
+                if (want as i64) > have {
+                    let zero = ctx.b.scalar(0.0, s.ty.elt);
+                    s = ctx.b.pad(&s, &zero, d, 0, want as i64 - have);
+                }
+            }
         }
         results.push(s);
         results.extend(sizes);
