@@ -145,6 +145,16 @@ pub enum Error {
         /// The limit that was reached.
         limit: usize,
     },
+    /// A graph too large to compile, or one that grew with every program
+    /// compiled at one sync site (`runtime::diagnose`): refused before it
+    /// reaches XLA, whose compiler can abort the process on such graphs.
+    #[error("{site}: {message}")]
+    GrowingGraph {
+        /// The sync that would have compiled it (`mark_step at src/main.rs:40`).
+        site: String,
+        /// How large, how it grew, and the fix.
+        message: String,
+    },
     /// A file could not be read or written (checkpoints).
     #[error("{op}: {path}: {message}")]
     Io {

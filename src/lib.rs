@@ -75,6 +75,7 @@ pub use error::{Error, Result};
 /// [`DType::F16`] and [`DType::BF16`].
 pub use half;
 pub use host::Element;
+pub use runtime::auto_dynamic::{automatic_dynamic, set_automatic_dynamic};
 pub use runtime::buckets::{set_size_buckets, size_buckets, SizeBuckets};
 pub use runtime::precision::{float32_matmul_precision, set_float32_matmul_precision};
 pub use tensor::no_grad;
@@ -87,6 +88,10 @@ pub use tensor::{DimIndex, SymBool, SymInt, Tensor};
 pub mod debug {
     use crate::runtime::canonical::trace;
     use crate::Tensor;
+
+    pub use crate::runtime::diagnose::{
+        compile_log, set_graph_limits, warnings, CompileCause, CompileEntry,
+    };
 
     /// The number of graph nodes alive in the process. It stays bounded over
     /// a training loop because a sync releases the graph behind the tensors
@@ -162,6 +167,13 @@ pub mod debug {
     /// The number of compiled programs in the cache.
     pub fn cached_programs() -> usize {
         crate::runtime::cache::len()
+    }
+
+    /// Sets how many compiled programs the compile cache holds (default
+    /// 256, or `LAZYXLA_CACHE_SIZE`); the least recently used are evicted
+    /// first, and compiling one again is logged as such.
+    pub fn set_compile_cache_capacity(programs: usize) {
+        crate::runtime::cache::set_capacity(programs)
     }
 
     /// The number of entries in the live-tensor registry (live tensors plus

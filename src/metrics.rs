@@ -144,6 +144,22 @@ pub fn reset() {
     for c in TIMES.iter().flatten() {
         c.store(0, Relaxed);
     }
+    if let Some((_, clear)) = SECTION.get() {
+        clear();
+    }
+}
+
+/// A section of [`report`] kept by a later layer (the runtime's account
+/// of compiles and reads, `runtime::diagnose`), with what [`reset`]
+/// clears of it.
+static SECTION: std::sync::OnceLock<Section> = std::sync::OnceLock::new();
+
+/// A report section's text, and what clears it.
+type Section = (fn() -> String, fn());
+
+/// Sets the report's extra section (once).
+pub(crate) fn set_report_section(section: fn() -> String, clear: fn()) {
+    let _ = SECTION.set((section, clear));
 }
 
 /// A human-readable table of every counter and timer that is not zero,
@@ -184,6 +200,9 @@ pub fn report() -> String {
             "    {name:<22} count={count} total={total:.3?} mean={:.3?} max={max:.3?}\n",
             total / count as u32,
         ));
+    }
+    if let Some((section, _)) = SECTION.get() {
+        out.push_str(&section());
     }
     out
 }

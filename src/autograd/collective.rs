@@ -10,6 +10,7 @@ use crate::tensor::Tensor;
 /// The gradient of `out = all_reduce(kind)(x)` over `replicas` replicas:
 /// every replica's `g` summed; for max and min, given to the replicas
 /// holding the extremum (ties share it, as `reduce`'s max).
+#[track_caller]
 pub(super) fn all_reduce(
     kind: ReduceKind,
     replicas: usize,

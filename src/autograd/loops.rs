@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 /// The gradient of each operand of the loop node `node` (operands `x`),
 /// given the gradients `gs` of its results.
+#[track_caller]
 pub(super) fn input_grads(
     l: &Loop,
     node: &Arc<Node>,
@@ -156,6 +157,7 @@ pub(super) fn input_grads(
 }
 
 /// A copy of `t` that a vector-Jacobian product is taken with respect to.
+#[track_caller]
 fn grad_root(t: &Tensor) -> Tensor {
     Tensor::from_node(t.node().grad_root_copy(), t.device())
 }
@@ -166,6 +168,7 @@ fn grad_root(t: &Tensor) -> Tensor {
 /// outside (the loop node's size dependencies). Nodes the body recorded
 /// without gradients are recorded so again; the body's loops that
 /// gradients flow through save their carries.
+#[track_caller]
 pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
     let p = &l.body;
     let device = params

@@ -33,12 +33,14 @@ impl Tensor {
     /// loss.backward();
     /// assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![6.0]);
     /// ```
+    #[track_caller]
     pub fn requires_grad(self, on: bool) -> Tensor {
         self.set_requires_grad(on);
         self
     }
 
     /// Sets whether this tensor is a leaf that accumulates gradients.
+    #[track_caller]
     pub fn set_requires_grad(&self, on: bool) {
         if on && !self.dtype().is_float() {
             panic!(
@@ -50,21 +52,25 @@ impl Tensor {
     }
 
     /// True when gradients flow to or through this tensor.
+    #[track_caller]
     pub fn is_requires_grad(&self) -> bool {
         self.inner.requires_grad.load(Ordering::Relaxed) || self.node().requires_grad
     }
 
     /// The accumulated gradient, if a `backward` reached this tensor.
+    #[track_caller]
     pub fn grad(&self) -> Option<Tensor> {
         self.inner.grad.lock().clone()
     }
 
     /// Forgets the accumulated gradient.
+    #[track_caller]
     pub fn zero_grad(&self) {
         *self.inner.grad.lock() = None;
     }
 
     /// The same value, cut off from the gradient graph.
+    #[track_caller]
     pub fn detach(&self) -> Tensor {
         no_grad(|| {
             let n = self.node();
@@ -104,6 +110,7 @@ impl Tensor {
     ///
     /// Panics when the tensor is not a float scalar or does not depend on
     /// any tensor that requires grad.
+    #[track_caller]
     pub fn backward(&self) {
         let root = self.node();
         if !root.shape.is_empty() || !root.dtype.is_float() {
@@ -167,6 +174,7 @@ pub(crate) struct Flow {
 
 impl Flow {
     /// Adds `g` to the gradient of `node`.
+    #[track_caller]
     pub(crate) fn add(&mut self, node: &Arc<Node>, g: Tensor) {
         let key = Arc::as_ptr(node);
         let total = match self.grads.remove(&key) {
@@ -177,12 +185,14 @@ impl Flow {
     }
 
     /// Takes the gradient of `node`.
+    #[track_caller]
     pub(crate) fn take(&mut self, node: &Node) -> Option<Tensor> {
         self.grads.remove(&(node as *const Node))
     }
 
     /// Passes the gradient of `n` (nothing when it has none) to its
     /// operands through its rule.
+    #[track_caller]
     pub(crate) fn through(&mut self, n: &Arc<Node>, device: &crate::Device) {
         let inputs: smallvec::SmallVec<[Tensor; 3]> = n
             .inputs
@@ -248,6 +258,7 @@ impl Flow {
 /// The gradients of `wrt` (nodes gradients flow through) given the
 /// gradients `cots` of `outs`: a vector-Jacobian product, recorded as lazy
 /// ops; `None` where nothing flows. Leaves of the graph get nothing.
+#[track_caller]
 pub(crate) fn vjp(outs: &[Tensor], cots: &[Tensor], wrt: &[Tensor]) -> Vec<Option<Tensor>> {
     let Some(device) = outs.first().map(|t| t.device().clone()) else {
         return vec![None; wrt.len()];
@@ -286,6 +297,7 @@ pub(crate) fn vjp(outs: &[Tensor], cots: &[Tensor], wrt: &[Tensor]) -> Vec<Optio
 /// it depends on: the operands of nodes gradients flow through, up to the
 /// gradient leaves (and the nodes `stop` picks), and through the history
 /// of a value a sync computed (`Node::grad_history`).
+#[track_caller]
 fn grad_order(roots: &[Arc<Node>], stop: impl Fn(&Node) -> bool) -> Vec<Arc<Node>> {
     let next = |n: &Node| -> smallvec::SmallVec<[Arc<Node>; 3]> {
         if n.grad_leaf.is_some() || !n.requires_grad || stop(n) {

@@ -17,6 +17,7 @@ pub(super) type Grads = smallvec::SmallVec<[Option<Tensor>; 3]>;
 
 /// The gradient of each operand of `op`, given the operands `x`, the
 /// node's own value `out` and the gradient `g` of `out`.
+#[track_caller]
 pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Grads {
     match op {
         Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => smallvec![],
@@ -236,6 +237,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
 /// back over their windows; products do the same with `g * out / a`
 /// (PyTorch's `cumprod` formula for nonzero inputs); max and min route
 /// each window's gradient to its first extremum, as PyTorch's pooling.
+#[track_caller]
 fn window_grad(kind: WindowKind, w: &Window, a: &Tensor, out: &Tensor, g: &Tensor) -> Tensor {
     match kind {
         WindowKind::Sum => spread_windows(g, w, a),
@@ -251,6 +253,7 @@ fn window_grad(kind: WindowKind, w: &Window, a: &Tensor, out: &Tensor, g: &Tenso
 /// window of the same size, padded `size - 1 - lo` before and enough
 /// after to give `a`'s size (the mirror padding `lo` on a dim that keeps
 /// its size, which is how dynamic dims have it).
+#[track_caller]
 fn spread_windows(g: &Tensor, w: &Window, a: &Tensor) -> Tensor {
     let (xs, gs) = (a.shape_exprs(), g.shape_exprs());
     let mut t = Window::new(w.size.clone());
@@ -279,6 +282,7 @@ fn spread_windows(g: &Tensor, w: &Window, a: &Tensor) -> Tensor {
 /// zero's is the product of the nonzero elements and the others' is 0;
 /// with more, all are 0. (Padding of a dynamic dim is summed as 0 and
 /// multiplied as 1, so it counts as no zero and changes no product.)
+#[track_caller]
 fn prod_grad_factor(a: &Tensor, dims: &[usize]) -> Tensor {
     let back = |t: &Tensor| t.unreduce(a, dims);
     let is_zero = a.eq_scalar(0.0);
@@ -293,6 +297,7 @@ fn prod_grad_factor(a: &Tensor, dims: &[usize]) -> Tensor {
 }
 
 /// Sums `g` (of the broadcast `shape`) back to the shape of `a`.
+#[track_caller]
 fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Tensor {
     let input = a.shape_exprs();
     let mut summed: Vec<usize> = (0..shape.len()).filter(|d| !dims.contains(d)).collect();
@@ -312,16 +317,19 @@ fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Te
 
 impl Tensor {
     /// `1 / self`.
+    #[track_caller]
     fn reciprocal(&self) -> Tensor {
         &self.ones_like() / self
     }
 
     /// A gradient of a reduction over `dims` put back into `a`'s shape.
+    #[track_caller]
     fn unreduce(&self, a: &Tensor, dims: &[usize]) -> Tensor {
         self.keep_dims(a, dims).broadcast_to(&a.shape_exprs(), &[a])
     }
 
     /// Zeros of `shape` (whose variables this tensor's graph defines).
+    #[track_caller]
     fn zeros_like_shape(&self, shape: Shape) -> Tensor {
         let node = self.node();
         let deps = crate::tensor::size_deps_for(&shape, std::slice::from_ref(&node));
@@ -330,6 +338,7 @@ impl Tensor {
 
     /// This tensor on `other`'s device (index tensors are made on the
     /// default device).
+    #[track_caller]
     fn on(self, other: &Tensor) -> Tensor {
         if self.device().same(other.device()) {
             self
@@ -341,6 +350,7 @@ impl Tensor {
 }
 
 /// A size as an I64 scalar tensor on `like`'s device.
+#[track_caller]
 fn size_tensor(s: &SymInt, like: &Tensor) -> Tensor {
     let deps = crate::tensor::size_deps_for(std::slice::from_ref(&s.expr), &s.anchors);
     Tensor::try_apply_on(Op::SizeOf(s.expr.clone()), &[], deps, like.device())

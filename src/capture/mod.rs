@@ -165,7 +165,12 @@ where
     /// Errors: the capture rules above, the
     /// [`max_graphs`](CapturedStep::max_graphs) limit, and the errors of
     /// `mark_step`. On an error every live tensor keeps a valid value.
+    #[track_caller]
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        crate::tensor::at_site("capture", || self.run_at_site(inputs))
+    }
+
+    fn run_at_site(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
         if nodes.iter().any(|n| n.leaf_data().is_none()) {
             crate::tensor::sync::sync_tensors(inputs)?;
@@ -198,14 +203,33 @@ where
         if let Some(limit) = self.max_graphs.filter(|&n| self.recordings >= n) {
             return Err(crate::Error::GraphLimit { limit });
         }
+        if let Some(why) = self.why_record(&signature) {
+            crate::runtime::diagnose::recapture(why);
+        }
         self.variants.retain(|v| !v.is_stale());
-        let (variant, out) = record::record(&mut self.step, inputs, signature)?;
+        let recorded = record::record(&mut self.step, inputs, signature);
+        crate::runtime::diagnose::recapture_done();
+        let (variant, out) = recorded?;
         self.recordings += 1;
         if self.variants.len() == MAX_VARIANTS {
             self.variants.remove(0);
         }
         self.variants.push(variant);
         Ok(out)
+    }
+
+    /// Why a call with `signature` records the step again (`None` for
+    /// the first recording), for the compile log.
+    fn why_record(&self, signature: &Signature) -> Option<String> {
+        let last = self.variants.last()?;
+        if self.variants.iter().any(|v| v.signature == *signature) {
+            return Some(
+                "a tensor the step reads changed since it was recorded (its shape or dtype, \
+                 or whether it has a gradient)"
+                    .into(),
+            );
+        }
+        Some(signature.change_from(&last.signature))
     }
 
     /// How many times the step function ran to be recorded (each new
@@ -246,6 +270,43 @@ enum DimSig {
 }
 
 impl Signature {
+    /// What differs from `before`, for a message: the first input whose
+    /// dtype, sizes, bounds or aliasing changed.
+    fn change_from(&self, before: &Signature) -> String {
+        if self.inputs.len() != before.inputs.len() {
+            return format!(
+                "it is called with {} inputs, recorded with {}",
+                self.inputs.len(),
+                before.inputs.len()
+            );
+        }
+        let describe = |i: &InputSig| {
+            let dims: Vec<String> = i
+                .dims
+                .iter()
+                .map(|d| match d {
+                    DimSig::Static(n) => n.to_string(),
+                    DimSig::Dynamic { bound, .. } => format!("<={bound}"),
+                })
+                .collect();
+            format!("{}[{}]", i.dtype, dims.join(", "))
+        };
+        for (k, (a, b)) in self.inputs.iter().zip(&before.inputs).enumerate() {
+            if a != b {
+                let (now, was) = (describe(a), describe(b));
+                if now == was {
+                    return format!(
+                        "input {k} ({now}) shares its data or sizes with other inputs differently"
+                    );
+                }
+                return format!(
+                    "input {k} is {now}, recorded for {was} (mark_dynamic the dims that vary)"
+                );
+            }
+        }
+        "it runs on another device".into()
+    }
+
     /// The signature of computed inputs (`nodes` are their nodes).
     fn of(inputs: &[Tensor], nodes: &[Arc<Node>]) -> Result<Signature> {
         let Some(device) = inputs.first().map(Tensor::device) else {

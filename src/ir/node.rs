@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::symint::{Shape, SizeExpr};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
+use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -50,9 +51,14 @@ pub struct Node {
     /// outside every loop body. Tracing a body at depth `d` stops at nodes
     /// below `d`, which are values from outside it (see `ir::loops`).
     pub(crate) loop_depth: u32,
+    /// Where the op was recorded: the user's call of the public op (ops
+    /// carry `#[track_caller]` down to here), for diagnostics
+    /// (`runtime::diagnose`).
+    pub(crate) location: &'static Location<'static>,
 }
 
 impl Node {
+    #[track_caller]
     pub(crate) fn new(
         op: Op,
         inputs: Inputs,
@@ -80,6 +86,7 @@ impl Node {
 
     /// [`Node::new`] with its loop depth given: a loop body's placeholder
     /// (see `ir::loops`), the one node that starts a depth.
+    #[track_caller]
     pub(crate) fn with_depth(
         op: Op,
         inputs: Inputs,
@@ -101,6 +108,7 @@ impl Node {
             grad_history: None,
             backward_done: AtomicBool::new(false),
             loop_depth,
+            location: Location::caller(),
         })
     }
 
@@ -145,6 +153,7 @@ impl Node {
             grad_history: history,
             backward_done: AtomicBool::new(false),
             loop_depth: self.loop_depth,
+            location: self.location,
         })
     }
 

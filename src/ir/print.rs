@@ -340,3 +340,36 @@ impl Printer {
         let _ = writeln!(self.out, "{pad}}}");
     }
 }
+
+/// Each node of `p` as text, for comparing two programs node by node
+/// (`runtime::diagnose`): its op with attributes (a scalar's value, a
+/// loop's whole block) and its type, variables numbered as the printer
+/// numbers them.
+pub(crate) fn node_texts(p: &Program) -> Vec<(String, String)> {
+    let mut pr = Printer {
+        names: Names {
+            vars: Renumbering::default(),
+        },
+        next: 0,
+        out: String::new(),
+    };
+    let name = pr.node_names(p);
+    p.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let ty = format!("{}{}", n.dtype, pr.names.shape(&n.shape));
+            let op = match &n.op {
+                Op::Scalar { .. } => format!("scalar {}", name[i]),
+                Op::While(l) => {
+                    pr.out.clear();
+                    let operands: Vec<&str> = n.inputs.iter().map(|&j| name[j].as_str()).collect();
+                    pr.loop_block(l, &name[i], &operands, 0);
+                    std::mem::take(&mut pr.out)
+                }
+                op => format!("{}{}", op.name(), attrs(op, &mut pr.names)),
+            };
+            (op, ty)
+        })
+        .collect()
+}

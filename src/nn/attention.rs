@@ -40,6 +40,7 @@ use crate::tensor::{SymInt, Tensor};
 /// let w = 1.0 / (1.0 + (1.0f32 / 2f32.sqrt()).exp()); // its weight on key 0
 /// assert!((o[2] - (w * 1.0 + (1.0 - w) * 3.0)).abs() < 1e-5);
 /// ```
+#[track_caller]
 pub fn scaled_dot_product_attention(
     q: &Tensor,
     k: &Tensor,
@@ -92,6 +93,7 @@ struct Masks {
 impl Masks {
     /// Folds in a user mask: Bool (`true` = attend, or `true` = ignore
     /// when `true_ignores`, as `nn.MultiheadAttention`'s masks) or float.
+    #[track_caller]
     fn add(&mut self, op: &'static str, m: &Tensor, true_ignores: bool) {
         if m.dtype() == DType::Bool {
             let keep = if true_ignores {
@@ -125,6 +127,7 @@ impl Masks {
 }
 
 /// Key `j` visible to query `i` when `j <= i`: Bool `[l, s]`.
+#[track_caller]
 fn causal(l: &SymInt, s: &SymInt) -> Tensor {
     let rows = Tensor::arange_sym(l).unsqueeze(1);
     let cols = Tensor::arange_sym(s).unsqueeze(0);
@@ -132,6 +135,7 @@ fn causal(l: &SymInt, s: &SymInt) -> Tensor {
 }
 
 /// `softmax(q kᵀ / sqrt(E) + bias, masked) v`.
+#[track_caller]
 fn attend(q: &Tensor, k: &Tensor, v: &Tensor, masks: &Masks) -> Tensor {
     let raw = q.matmul(&k.transpose(-2, -1));
     let dt = raw.dtype();
@@ -205,6 +209,7 @@ impl MultiheadAttention {
     /// `num_heads` heads over `embed_dim` features; `seed` makes the
     /// initialisation reproducible. Panics unless `num_heads` is at least
     /// 1 and divides `embed_dim` (PyTorch asserts the same).
+    #[track_caller]
     pub fn new(embed_dim: usize, num_heads: usize, seed: u64) -> MultiheadAttention {
         if num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             panic!(
@@ -245,6 +250,7 @@ impl MultiheadAttention {
     /// must then share the size (`mark_dynamic_as`). Panics unless the
     /// inputs are rank 3 with `E` features and the masks have those
     /// ranks.
+    #[track_caller]
     pub fn forward_qkv(
         &self,
         query: &Tensor,
@@ -341,10 +347,12 @@ impl MultiheadAttention {
 
 impl Module for MultiheadAttention {
     /// Self-attention: `forward_qkv(x, x, x, None, None)`.
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         self.forward_qkv(x, x, x, None, None)
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![
             named("in_proj_weight", &self.in_proj_weight),
@@ -352,6 +360,7 @@ impl Module for MultiheadAttention {
         ]
     }
 
+    #[track_caller]
     fn named_children(&self) -> Vec<(String, &dyn Module)> {
         vec![("out_proj".to_string(), &self.out_proj as &dyn Module)]
     }

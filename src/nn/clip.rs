@@ -26,6 +26,7 @@ use crate::{no_grad, DType, Tensor};
 /// let g: Vec<f32> = w.grad().unwrap().to_vec().unwrap();
 /// assert!((g[0] - 3.0 / 34f32.sqrt()).abs() < 1e-5);
 /// ```
+#[track_caller]
 pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> Tensor {
     no_grad(|| {
         let grads: Vec<Tensor> = params.iter().filter_map(Tensor::grad).collect();

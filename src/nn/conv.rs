@@ -24,6 +24,7 @@ struct Init {
 
 impl Init {
     /// Fresh parameters (the same for the same settings and seed).
+    #[track_caller]
     fn draw(&self) -> (Tensor, Option<Tensor>) {
         let g = self.groups;
         if g == 0 || !self.in_channels.is_multiple_of(g) || !self.out_channels.is_multiple_of(g) {
@@ -55,18 +56,21 @@ trait Dims<const N: usize> {
 }
 
 impl Dims<1> for usize {
+    #[track_caller]
     fn dims(self) -> [usize; 1] {
         [self]
     }
 }
 
 impl Dims<2> for (usize, usize) {
+    #[track_caller]
     fn dims(self) -> [usize; 2] {
         [self.0, self.1]
     }
 }
 
 /// `[a, b]` as PyTorch's `(a, b)`.
+#[track_caller]
 fn pair(v: [usize; 2]) -> (usize, usize) {
     (v[0], v[1])
 }
@@ -94,6 +98,7 @@ macro_rules! conv_layer {
         impl $name {
             /// A layer with bias, stride 1, no padding, dilation 1, one
             /// group; `seed` makes the initialisation reproducible.
+            #[track_caller]
             pub fn new(in_channels: usize, out_channels: usize, kernel: $arg, seed: u64) -> $name {
                 let init = Init {
                     layer: stringify!($name),
@@ -118,18 +123,21 @@ macro_rules! conv_layer {
             }
 
             /// The stride.
+            #[track_caller]
             pub fn stride(mut self, stride: $arg) -> $name {
                 self.stride = stride.dims();
                 self
             }
 
             /// Zero padding on both sides of each spatial dim.
+            #[track_caller]
             pub fn padding(mut self, padding: $arg) -> $name {
                 self.padding = padding.dims();
                 self
             }
 
             /// The kernel dilation.
+            #[track_caller]
             pub fn dilation(mut self, dilation: $arg) -> $name {
                 self.dilation = dilation.dims();
                 self
@@ -137,6 +145,7 @@ macro_rules! conv_layer {
 
             /// Channel groups (draws the parameters again, for the new
             /// weight shape). Panics unless it divides both channel counts.
+            #[track_caller]
             pub fn groups(mut self, groups: usize) -> $name {
                 self.init.groups = groups;
                 (self.weight, self.bias) = self.init.draw();
@@ -144,6 +153,7 @@ macro_rules! conv_layer {
             }
 
             /// With or without a bias (draws the parameters again).
+            #[track_caller]
             pub fn bias(mut self, bias: bool) -> $name {
                 self.init.bias = bias;
                 (self.weight, self.bias) = self.init.draw();
@@ -152,6 +162,7 @@ macro_rules! conv_layer {
         }
 
         impl $name {
+            #[track_caller]
             fn params(&self) -> Vec<(String, Tensor)> {
                 let mut p = vec![named("weight", &self.weight)];
                 p.extend(self.bias.iter().map(|b| named("bias", b)));
@@ -210,6 +221,7 @@ impl ConvTranspose2d {
     /// Extra size added to one side of each output dim (below the stride
     /// or the dilation), to pick among the input sizes a stride maps to
     /// the same output.
+    #[track_caller]
     pub fn output_padding(mut self, output_padding: (usize, usize)) -> ConvTranspose2d {
         self.output_padding = [output_padding.0, output_padding.1];
         self
@@ -217,28 +229,33 @@ impl ConvTranspose2d {
 }
 
 impl Module for Conv1d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         let (s, p, d) = (self.stride[0], self.padding[0], self.dilation[0]);
         x.conv1d(&self.weight, self.bias.as_ref(), s, p, d, self.init.groups)
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }
 }
 
 impl Module for Conv2d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         let (s, p, d) = (pair(self.stride), pair(self.padding), pair(self.dilation));
         x.conv2d(&self.weight, self.bias.as_ref(), s, p, d, self.init.groups)
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }
 }
 
 impl Module for ConvTranspose2d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         let (s, p, d) = (pair(self.stride), pair(self.padding), pair(self.dilation));
         let extra = pair(self.output_padding);
@@ -253,6 +270,7 @@ impl Module for ConvTranspose2d {
         )
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         self.params()
     }

@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Host-generated uniform values in `[lo, hi)`, uploaded as data.
+#[track_caller]
 pub(super) fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
     let mut g = crate::tensor::SplitMix64(seed);
     let n: usize = shape.iter().product();
@@ -20,6 +21,7 @@ pub(super) fn uniform(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Tensor {
     Tensor::from_vec(v, shape).expect("length matches")
 }
 
+#[track_caller]
 pub(super) fn filled(shape: &[usize], value: f32) -> Tensor {
     let n: usize = shape.iter().product();
     Tensor::from_vec(vec![value; n], shape).expect("length matches")
@@ -36,6 +38,7 @@ pub struct Linear {
 
 impl Linear {
     /// A layer with bias; `seed` makes the initialisation reproducible.
+    #[track_caller]
     pub fn new(in_features: usize, out_features: usize, seed: u64) -> Linear {
         let bound = 1.0 / (in_features.max(1) as f64).sqrt();
         Linear {
@@ -47,6 +50,7 @@ impl Linear {
     }
 
     /// A layer from given tensors (they are marked as requiring grad).
+    #[track_caller]
     pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Linear {
         Linear {
             weight: weight.requires_grad(true),
@@ -56,6 +60,7 @@ impl Linear {
 }
 
 impl Module for Linear {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         let y = x.matmul(&self.weight.transpose(0, 1));
         match &self.bias {
@@ -64,6 +69,7 @@ impl Module for Linear {
         }
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         let mut p = vec![named("weight", &self.weight)];
         p.extend(self.bias.iter().map(|b| named("bias", b)));
@@ -94,6 +100,7 @@ pub struct Embedding {
 
 impl Embedding {
     /// A table with a seeded initialisation.
+    #[track_caller]
     pub fn new(num: usize, dim: usize, seed: u64) -> Embedding {
         Embedding {
             weight: Tensor::randn(&[num, dim], seed).requires_grad(true),
@@ -104,6 +111,7 @@ impl Embedding {
 impl Module for Embedding {
     /// `x` holds integer indices of any shape; the result appends `dim`.
     /// Panics on float indices.
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         if !x.dtype().is_int() {
             panic!(
@@ -146,6 +154,7 @@ impl Module for Embedding {
         rows
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![named("weight", &self.weight)]
     }
@@ -164,6 +173,7 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     /// A layer norm over a last dimension of size `dim`.
+    #[track_caller]
     pub fn new(dim: usize) -> LayerNorm {
         LayerNorm {
             weight: filled(&[dim], 1.0).requires_grad(true),
@@ -174,6 +184,7 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         let mean = x.mean_dims(&[-1], true);
         let centered = x - &mean;
@@ -182,6 +193,7 @@ impl Module for LayerNorm {
         &(&normed * &self.weight) + &self.bias
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![named("weight", &self.weight), named("bias", &self.bias)]
     }
@@ -206,6 +218,7 @@ pub struct Dropout {
 
 impl Dropout {
     /// Dropout with probability `p` and a base seed.
+    #[track_caller]
     pub fn new(p: f64, seed: u64) -> Dropout {
         assert!(
             (0.0..1.0).contains(&p),
@@ -222,6 +235,7 @@ impl Dropout {
 }
 
 impl Module for Dropout {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         if !self.training.load(Ordering::Relaxed) || self.p == 0.0 {
             return x.clone();
@@ -268,6 +282,7 @@ impl Module for Dropout {
     }
 
     /// Training drops elements; evaluation passes the input through.
+    #[track_caller]
     fn train(&self, on: bool) {
         self.training.store(on, Ordering::Relaxed);
     }
@@ -279,6 +294,7 @@ macro_rules! activation {
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
         impl Module for $name {
+            #[track_caller]
             fn forward(&self, x: &Tensor) -> Tensor {
                 x.$method()
             }
@@ -299,11 +315,13 @@ pub struct Sequential {
 
 impl Sequential {
     /// An empty sequence.
+    #[track_caller]
     pub fn new() -> Sequential {
         Sequential::default()
     }
 
     /// Appends a module.
+    #[track_caller]
     pub fn add(mut self, m: impl Module + Send + Sync + 'static) -> Sequential {
         self.layers.push(Box::new(m));
         self
@@ -311,12 +329,14 @@ impl Sequential {
 }
 
 impl Module for Sequential {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         self.layers.iter().fold(x.clone(), |h, m| m.forward(&h))
     }
 
     /// The layers, named `0`, `1`, .. in order, as PyTorch's
     /// `nn.Sequential`.
+    #[track_caller]
     fn named_children(&self) -> Vec<(String, &dyn Module)> {
         self.layers
             .iter()

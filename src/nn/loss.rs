@@ -5,6 +5,7 @@ use crate::dtype::DType;
 use crate::tensor::Tensor;
 
 /// Mean squared error.
+#[track_caller]
 pub fn mse_loss(pred: &Tensor, target: &Tensor) -> Tensor {
     (pred - target).square().mean()
 }
@@ -18,6 +19,7 @@ pub fn mse_loss(pred: &Tensor, target: &Tensor) -> Tensor {
 /// let l = nn::cross_entropy(&logits, &target).item::<f32>().unwrap();
 /// assert!((l - std::f32::consts::LN_2).abs() < 1e-6);
 /// ```
+#[track_caller]
 pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
     if logits.rank() != 2 || target.rank() != 1 {
         panic!(
@@ -37,6 +39,7 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 
 /// Binary cross entropy on logits, computed stably:
 /// `max(x, 0) - x·t + log1p(exp(-|x|))`.
+#[track_caller]
 pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor) -> Tensor {
     let t = target.to_dtype(logits.dtype());
     let x = logits;
@@ -48,11 +51,13 @@ pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor) -> Ten
 }
 
 /// Smooth L1 (Huber with `beta = 1`).
+#[track_caller]
 pub fn smooth_l1_loss(pred: &Tensor, target: &Tensor) -> Tensor {
     smooth_l1_loss_beta(pred, target, 1.0)
 }
 
 /// Smooth L1: `0.5·d²/beta` where `|d| < beta`, else `|d| - beta/2`.
+#[track_caller]
 pub fn smooth_l1_loss_beta(pred: &Tensor, target: &Tensor, beta: f64) -> Tensor {
     let d = (pred - target).abs();
     let quadratic = d.square() * (0.5 / beta);

@@ -101,12 +101,14 @@ pub trait Module {
     /// The parameters this module holds itself, not those of its
     /// children, named as PyTorch names them (`weight`, `bias`). Each
     /// requires grad. Default: none.
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         Vec::new()
     }
 
     /// The buffers (state that is not trained, such as running
     /// statistics) this module holds itself. Default: none.
+    #[track_caller]
     fn own_buffers(&self) -> Vec<(String, Tensor)> {
         Vec::new()
     }
@@ -114,6 +116,7 @@ pub trait Module {
     /// The direct sub-modules, each under the name that prefixes its
     /// parameters (a field name; `0`, `1`, .. in a [`Sequential`]), in
     /// the order PyTorch registers them. Default: none.
+    #[track_caller]
     fn named_children(&self) -> Vec<(String, &dyn Module)> {
         Vec::new()
     }
@@ -121,6 +124,7 @@ pub trait Module {
     /// Every parameter of the tree with its dotted name: own parameters
     /// first, then each child's under `child.`; a tensor reached twice
     /// (a tied weight) is listed once, under its first name, as PyTorch.
+    #[track_caller]
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut all = self.own_parameters();
         for (name, child) in self.named_children() {
@@ -132,6 +136,7 @@ pub trait Module {
     /// Every buffer of the tree with its dotted name
     /// (`1.running_mean`), in the order of
     /// [`named_parameters`](Module::named_parameters).
+    #[track_caller]
     fn named_buffers(&self) -> Vec<(String, Tensor)> {
         let mut all = self.own_buffers();
         for (name, child) in self.named_children() {
@@ -142,6 +147,7 @@ pub trait Module {
 
     /// The tensors an optimizer updates (each requires grad), in the order
     /// of [`named_parameters`](Module::named_parameters).
+    #[track_caller]
     fn parameters(&self) -> Vec<Tensor> {
         self.named_parameters()
             .into_iter()
@@ -154,6 +160,7 @@ pub trait Module {
     /// statistics and [`Dropout`] passes its input through. The default
     /// switches every child; a module with a mode of its own overrides
     /// it (and switches its children too, if it has any).
+    #[track_caller]
     fn train(&self, on: bool) {
         for (_, child) in self.named_children() {
             child.train(on);
@@ -162,6 +169,7 @@ pub trait Module {
 }
 
 /// `prefix.name` for each name.
+#[track_caller]
 fn prefixed(prefix: &str, named: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
     named
         .into_iter()
@@ -170,6 +178,7 @@ fn prefixed(prefix: &str, named: Vec<(String, Tensor)>) -> Vec<(String, Tensor)>
 }
 
 /// The first entry for each tensor (by identity, not value).
+#[track_caller]
 fn dedup(named: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
     let mut seen = rustc_hash::FxHashSet::default();
     named
@@ -179,26 +188,31 @@ fn dedup(named: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
 }
 
 /// `(name, tensor)` with an owned name, for `own_parameters` lists.
+#[track_caller]
 fn named(name: &str, t: &Tensor) -> (String, Tensor) {
     (name.to_string(), t.clone())
 }
 
 /// `max(x, 0)`.
+#[track_caller]
 pub fn relu(x: &Tensor) -> Tensor {
     x.relu()
 }
 
 /// GELU (exact, erf form).
+#[track_caller]
 pub fn gelu(x: &Tensor) -> Tensor {
     x.gelu()
 }
 
 /// Logistic sigmoid.
+#[track_caller]
 pub fn sigmoid(x: &Tensor) -> Tensor {
     x.sigmoid()
 }
 
 /// Hyperbolic tangent.
+#[track_caller]
 pub fn tanh(x: &Tensor) -> Tensor {
     x.tanh()
 }

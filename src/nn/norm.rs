@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Panics unless `x` has a rank in `ranks` and `channels` static channels
 /// in dim 1 (the layers' one input check, as a wrong width panics in
 /// `Linear`'s matmul).
+#[track_caller]
 fn check_channels(
     op: &'static str,
     x: &Tensor,
@@ -37,6 +38,7 @@ fn check_channels(
 }
 
 /// `[c]` reshaped to broadcast over dim 1 of a rank-`rank` input.
+#[track_caller]
 fn per_channel(t: &Tensor, rank: usize) -> Tensor {
     let mut shape = vec![1i64; rank];
     shape[1] = -1;
@@ -100,6 +102,7 @@ impl BatchNorm2d {
     /// A layer over `channels` channels. Parameters and buffers are
     /// device data from the start, so the first step has the program of
     /// every later one.
+    #[track_caller]
     pub fn new(channels: usize) -> BatchNorm2d {
         BatchNorm2d {
             weight: filled(&[channels], 1.0).requires_grad(true),
@@ -115,12 +118,14 @@ impl BatchNorm2d {
     }
 
     /// True in training mode (batch statistics), false in evaluation.
+    #[track_caller]
     pub fn is_training(&self) -> bool {
         self.training.load(Ordering::Relaxed)
     }
 
     /// `x` normalised with its own statistics; records the update of the
     /// running ones.
+    #[track_caller]
     fn forward_train(&self, x: &Tensor) -> Tensor {
         let sizes = x.sizes();
         let count = &(&sizes[0] * &sizes[2]) * &sizes[3];
@@ -135,6 +140,7 @@ impl BatchNorm2d {
     /// The running statistics' update, from detached batch statistics
     /// (PyTorch updates them outside autograd: no gradient reaches the
     /// model through them, even when they are read again in this step).
+    #[track_caller]
     fn update_running(&self, x: &Tensor, mean: &Tensor, var: &Tensor, count: &SymInt) {
         let c = self.channels as i64;
         let dt = self.running_mean.dtype();
@@ -161,6 +167,7 @@ impl BatchNorm2d {
 
 /// `x`, checked to hold more than one value per channel (`count >= 2`):
 /// at once when the sizes decide it, else when the program runs.
+#[track_caller]
 fn more_than_one_value(x: &Tensor, count: &SymInt) -> Tensor {
     const OP: &str = "BatchNorm2d (training needs more than 1 value per channel, N*H*W - 2 >= 0)";
     let check = SizeCheck::non_negative(OP, &(count - 2).expr);
@@ -182,6 +189,7 @@ fn more_than_one_value(x: &Tensor, count: &SymInt) -> Tensor {
 
 impl Module for BatchNorm2d {
     /// Panics unless `x` is `[N, C, H, W]` with this layer's `C` (static).
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         check_channels("BatchNorm2d", x, 4..=4, "[N, C, H, W]", self.channels);
         let normed = if self.is_training() {
@@ -194,10 +202,12 @@ impl Module for BatchNorm2d {
         &(&normed * &per_channel(&self.weight, 4)) + &per_channel(&self.bias, 4)
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![named("weight", &self.weight), named("bias", &self.bias)]
     }
 
+    #[track_caller]
     fn own_buffers(&self) -> Vec<(String, Tensor)> {
         vec![
             named("running_mean", &self.running_mean),
@@ -208,6 +218,7 @@ impl Module for BatchNorm2d {
 
     /// Training uses batch statistics (and updates the running ones);
     /// evaluation uses the running statistics.
+    #[track_caller]
     fn train(&self, on: bool) {
         self.training.store(on, Ordering::Relaxed);
     }
@@ -243,6 +254,7 @@ pub struct GroupNorm {
 impl GroupNorm {
     /// `groups` groups over `channels` channels. Panics unless `groups`
     /// is at least 1 and divides `channels` (PyTorch raises there too).
+    #[track_caller]
     pub fn new(groups: usize, channels: usize) -> GroupNorm {
         if groups == 0 || !channels.is_multiple_of(groups) {
             panic!(
@@ -267,6 +279,7 @@ impl Module for GroupNorm {
     /// Panics unless `x` is `[N, C, *]` with this layer's `C` (static). A
     /// dynamic batch dim is supported; dims after C must be static (one
     /// reshape groups them, and a reshape keeps one dynamic dim).
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         check_channels("GroupNorm", x, 2..=usize::MAX, "[N, C, *]", self.channels);
         let sizes = x.sizes();
@@ -282,6 +295,7 @@ impl Module for GroupNorm {
         &(&normed * &per_channel(&self.weight, r)) + &per_channel(&self.bias, r)
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![named("weight", &self.weight), named("bias", &self.bias)]
     }
@@ -312,6 +326,7 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     /// A layer over a last dim of size `dim`.
+    #[track_caller]
     pub fn new(dim: usize) -> RmsNorm {
         RmsNorm {
             weight: filled(&[dim], 1.0).requires_grad(true),
@@ -322,6 +337,7 @@ impl RmsNorm {
 }
 
 /// `torch.finfo(dtype).eps` for the float type a mean over `dtype` has.
+#[track_caller]
 fn machine_epsilon(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => f64::EPSILON,
@@ -333,6 +349,7 @@ fn machine_epsilon(dtype: DType) -> f64 {
 
 impl Module for RmsNorm {
     /// Panics unless the last dim of `x` is this layer's `dim` (static).
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         if x.rank() == 0 || x.size(-1).as_static() != Some(self.dim as i64) {
             panic!(
@@ -352,6 +369,7 @@ impl Module for RmsNorm {
         &(x * &(&ms + eps).rsqrt()) * &self.weight
     }
 
+    #[track_caller]
     fn own_parameters(&self) -> Vec<(String, Tensor)> {
         vec![named("weight", &self.weight)]
     }

@@ -26,6 +26,7 @@ pub struct MaxPool2d {
 
 impl MaxPool2d {
     /// A layer with stride = kernel and no padding.
+    #[track_caller]
     pub fn new(kernel: (usize, usize)) -> MaxPool2d {
         MaxPool2d {
             kernel,
@@ -35,12 +36,14 @@ impl MaxPool2d {
     }
 
     /// Sets the stride.
+    #[track_caller]
     pub fn stride(mut self, stride: (usize, usize)) -> MaxPool2d {
         self.stride = stride;
         self
     }
 
     /// Sets the padding.
+    #[track_caller]
     pub fn padding(mut self, padding: (usize, usize)) -> MaxPool2d {
         self.padding = padding;
         self
@@ -48,6 +51,7 @@ impl MaxPool2d {
 }
 
 impl Module for MaxPool2d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         x.max_pool2d(self.kernel, self.stride, self.padding)
     }
@@ -75,6 +79,7 @@ pub struct AvgPool2d {
 
 impl AvgPool2d {
     /// A layer with stride = kernel and no padding.
+    #[track_caller]
     pub fn new(kernel: (usize, usize)) -> AvgPool2d {
         AvgPool2d {
             kernel,
@@ -84,12 +89,14 @@ impl AvgPool2d {
     }
 
     /// Sets the stride.
+    #[track_caller]
     pub fn stride(mut self, stride: (usize, usize)) -> AvgPool2d {
         self.stride = stride;
         self
     }
 
     /// Sets the padding.
+    #[track_caller]
     pub fn padding(mut self, padding: (usize, usize)) -> AvgPool2d {
         self.padding = padding;
         self
@@ -97,6 +104,7 @@ impl AvgPool2d {
 }
 
 impl Module for AvgPool2d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         x.avg_pool2d(self.kernel, self.stride, self.padding)
     }
@@ -120,12 +128,14 @@ pub struct AdaptiveAvgPool2d {
 
 impl AdaptiveAvgPool2d {
     /// A layer pooling to `output`.
+    #[track_caller]
     pub fn new(output: (usize, usize)) -> AdaptiveAvgPool2d {
         AdaptiveAvgPool2d { output }
     }
 }
 
 impl Module for AdaptiveAvgPool2d {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
         x.adaptive_avg_pool2d(self.output)
     }

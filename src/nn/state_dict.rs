@@ -29,6 +29,7 @@ use crate::{no_grad, Tensor};
 /// let err = nn::load_state_dict(&model, &[("weight".into(), bad)], false).unwrap_err();
 /// assert!(err.to_string().contains("weight"));
 /// ```
+#[track_caller]
 pub fn load_state_dict(
     model: &(impl Module + ?Sized),
     named: &[(String, Tensor)],

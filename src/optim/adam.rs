@@ -23,6 +23,7 @@ struct AdamCore {
 }
 
 impl AdamCore {
+    #[track_caller]
     fn new(params: Vec<Tensor>, lr: f64, weight_decay: f64, decoupled: bool) -> AdamCore {
         AdamCore {
             m: params.iter().map(zeros_like_data).collect(),
@@ -38,6 +39,7 @@ impl AdamCore {
         }
     }
 
+    #[track_caller]
     fn step(&mut self) {
         no_grad(|| {
             let (b1, b2) = self.betas;
@@ -69,10 +71,12 @@ impl AdamCore {
         })
     }
 
+    #[track_caller]
     fn zero_grad(&mut self) {
         self.params.iter().for_each(Tensor::zero_grad);
     }
 
+    #[track_caller]
     fn state_dict(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::with_capacity(3 * self.params.len() + 1);
         for (i, (m, v)) in self.m.iter().zip(&self.v).enumerate() {
@@ -84,6 +88,7 @@ impl AdamCore {
         out
     }
 
+    #[track_caller]
     fn load_state_dict(&mut self, state: &[(String, Tensor)]) -> Result<()> {
         let mut l = StateLoader::new(state);
         let mut moments = Vec::with_capacity(self.m.len());
@@ -114,21 +119,27 @@ impl AdamCore {
 macro_rules! adam_optimizer {
     ($t:ty) => {
         impl Optimizer for $t {
+            #[track_caller]
             fn step(&mut self) {
                 self.0.step()
             }
+            #[track_caller]
             fn zero_grad(&mut self) {
                 self.0.zero_grad()
             }
+            #[track_caller]
             fn lr(&self) -> f64 {
                 self.0.lr.value
             }
+            #[track_caller]
             fn set_lr(&mut self, lr: f64) {
                 self.0.lr.set(lr)
             }
+            #[track_caller]
             fn state_dict(&self) -> Vec<(String, Tensor)> {
                 self.0.state_dict()
             }
+            #[track_caller]
             fn load_state_dict(&mut self, state: &[(String, Tensor)]) -> Result<()> {
                 self.0.load_state_dict(state)
             }
@@ -160,6 +171,7 @@ impl Adam {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// assert_eq!(Adam::new(vec![w], 0.1).lr(), 0.1);
     /// ```
+    #[track_caller]
     pub fn new(params: Vec<Tensor>, lr: f64) -> Adam {
         Adam(AdamCore::new(params, lr, 0.0, false))
     }
@@ -171,6 +183,7 @@ impl Adam {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// let _opt = Adam::new(vec![w], 0.1).weight_decay(1e-4);
     /// ```
+    #[track_caller]
     pub fn weight_decay(mut self, wd: f64) -> Adam {
         self.0.weight_decay = wd;
         self
@@ -183,6 +196,7 @@ impl Adam {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// let _opt = Adam::new(vec![w], 0.1).betas(0.8, 0.99);
     /// ```
+    #[track_caller]
     pub fn betas(mut self, b1: f64, b2: f64) -> Adam {
         self.0.betas = (b1, b2);
         self
@@ -213,6 +227,7 @@ impl AdamW {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// assert_eq!(AdamW::new(vec![w], 0.1).lr(), 0.1);
     /// ```
+    #[track_caller]
     pub fn new(params: Vec<Tensor>, lr: f64) -> AdamW {
         AdamW(AdamCore::new(params, lr, 0.01, true))
     }
@@ -224,6 +239,7 @@ impl AdamW {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// let _opt = AdamW::new(vec![w], 0.1).weight_decay(0.1);
     /// ```
+    #[track_caller]
     pub fn weight_decay(mut self, wd: f64) -> AdamW {
         self.0.weight_decay = wd;
         self

@@ -73,6 +73,7 @@ pub trait LrScheduler {
     /// sched.step(&mut opt);
     /// assert_eq!(opt.lr(), 0.5);
     /// ```
+    #[track_caller]
     fn step(&mut self, opt: &mut dyn Optimizer) {
         self.set_epoch(self.epoch() + 1, opt);
     }
@@ -102,6 +103,7 @@ pub trait LrScheduler {
     /// let mut opt = Sgd::new(vec![Tensor::scalar(0.0f32)], 1.0);
     /// assert_eq!(StepLr::new(&mut opt, 1, 0.5).unwrap().lr(), 1.0);
     /// ```
+    #[track_caller]
     fn lr(&self) -> f64 {
         self.lr_at(self.epoch())
     }
@@ -137,6 +139,7 @@ impl StepLr {
     /// let mut opt = Sgd::new(vec![Tensor::scalar(0.0f32)], 0.1);
     /// assert!(StepLr::new(&mut opt, 0, 0.1).is_err());
     /// ```
+    #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> Result<StepLr> {
         if step_size == 0 {
             return Err(Error::invalid(
@@ -156,12 +159,15 @@ impl StepLr {
 }
 
 impl LrScheduler for StepLr {
+    #[track_caller]
     fn lr_at(&self, epoch: usize) -> f64 {
         self.base_lr * self.gamma.powf((epoch / self.step_size) as f64)
     }
+    #[track_caller]
     fn epoch(&self) -> usize {
         self.epoch
     }
+    #[track_caller]
     fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
         self.epoch = epoch;
         opt.set_lr(self.lr());
@@ -199,6 +205,7 @@ impl CosineAnnealingLr {
     /// let mut opt = Sgd::new(vec![Tensor::scalar(0.0f32)], 0.1);
     /// assert!(CosineAnnealingLr::new(&mut opt, 0, 0.0).is_err());
     /// ```
+    #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> Result<CosineAnnealingLr> {
         if t_max == 0 {
             return Err(Error::invalid(
@@ -218,13 +225,16 @@ impl CosineAnnealingLr {
 }
 
 impl LrScheduler for CosineAnnealingLr {
+    #[track_caller]
     fn lr_at(&self, epoch: usize) -> f64 {
         let x = std::f64::consts::PI * epoch as f64 / self.t_max as f64;
         self.eta_min + (self.base_lr - self.eta_min) * (1.0 + x.cos()) / 2.0
     }
+    #[track_caller]
     fn epoch(&self) -> usize {
         self.epoch
     }
+    #[track_caller]
     fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
         self.epoch = epoch;
         opt.set_lr(self.lr());
@@ -267,6 +277,7 @@ impl LinearWarmup {
     /// let mut opt = Sgd::new(vec![Tensor::scalar(0.0f32)], 1.0);
     /// assert!(LinearWarmup::new(&mut opt, 0.0, 3).is_err());
     /// ```
+    #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, start_factor: f64, warmup: usize) -> Result<LinearWarmup> {
         LinearWarmup::make(opt, start_factor, warmup, None)
     }
@@ -286,6 +297,7 @@ impl LinearWarmup {
     /// let rates: Vec<f64> = (0..5).map(|e| sched.lr_at(e)).collect();
     /// assert_eq!(rates, [0.5, 0.75, 1.0, 0.5, 0.25]);
     /// ```
+    #[track_caller]
     pub fn followed_by(
         opt: &mut dyn Optimizer,
         start_factor: f64,
@@ -295,6 +307,7 @@ impl LinearWarmup {
         LinearWarmup::make(opt, start_factor, warmup, Some(Box::new(after)))
     }
 
+    #[track_caller]
     fn make(
         opt: &mut dyn Optimizer,
         start_factor: f64,
@@ -320,6 +333,7 @@ impl LinearWarmup {
 }
 
 impl LrScheduler for LinearWarmup {
+    #[track_caller]
     fn lr_at(&self, epoch: usize) -> f64 {
         if epoch >= self.warmup {
             if let Some(after) = &self.after {
@@ -332,9 +346,11 @@ impl LrScheduler for LinearWarmup {
         let ramp = (1.0 - self.start_factor) * epoch.min(self.warmup) as f64 / self.warmup as f64;
         self.base_lr * (self.start_factor + ramp)
     }
+    #[track_caller]
     fn epoch(&self) -> usize {
         self.epoch
     }
+    #[track_caller]
     fn set_epoch(&mut self, epoch: usize, opt: &mut dyn Optimizer) {
         self.epoch = epoch;
         opt.set_lr(self.lr());

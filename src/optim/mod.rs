@@ -141,6 +141,7 @@ pub trait Optimizer {
 }
 
 /// The device of the optimizer's state: the first parameter's.
+#[track_caller]
 fn state_device(params: &[Tensor]) -> Device {
     params
         .first()
@@ -150,6 +151,7 @@ fn state_device(params: &[Tensor]) -> Device {
 
 /// The precision of scalar state (rate, step count): `f64` when a
 /// parameter is, so `f64` training is exact, else `f32`.
+#[track_caller]
 fn scalar_dtype(params: &[Tensor]) -> DType {
     if params.iter().any(|p| p.dtype() == DType::F64) {
         DType::F64
@@ -159,6 +161,7 @@ fn scalar_dtype(params: &[Tensor]) -> DType {
 }
 
 /// A scalar tensor of `dtype` (`f64`, else `f32`) holding `v` on `device`.
+#[track_caller]
 fn scalar_on(v: f64, dtype: DType, device: &Device) -> Tensor {
     match dtype {
         DType::F64 => Tensor::from_vec_on(vec![v], &[], device),
@@ -169,6 +172,7 @@ fn scalar_on(v: f64, dtype: DType, device: &Device) -> Tensor {
     .expect("one element fits shape []")
 }
 
+#[track_caller]
 fn zeros_like_data(p: &Tensor) -> Tensor {
     let shape = p.upper_bounds();
     let n: usize = shape.iter().product();
@@ -194,6 +198,7 @@ struct LearningRate {
 }
 
 impl LearningRate {
+    #[track_caller]
     fn new(params: &[Tensor], lr: f64) -> LearningRate {
         LearningRate {
             value: lr,
@@ -201,6 +206,7 @@ impl LearningRate {
         }
     }
 
+    #[track_caller]
     fn set(&mut self, lr: f64) {
         self.value = lr;
         // In place, so a captured step that read the rate reads the new one.
@@ -209,11 +215,13 @@ impl LearningRate {
     }
 
     /// The rate as an operand of an update in `dtype`.
+    #[track_caller]
     fn as_dtype(&self, dtype: DType) -> Tensor {
         self.tensor.to_dtype(dtype)
     }
 
     /// The state-dict entry: the host value, exactly.
+    #[track_caller]
     fn entry(&self) -> (String, Tensor) {
         let device = self.tensor.device();
         (LR_KEY.into(), scalar_on(self.value, DType::F64, device))
@@ -224,6 +232,7 @@ const LR_KEY: &str = "param_groups.0.lr";
 
 /// A detached copy of a state tensor for a state dict: later assigns to
 /// `t` do not reach it.
+#[track_caller]
 fn saved(key: String, t: &Tensor) -> (String, Tensor) {
     (key, t.detach())
 }
@@ -237,6 +246,7 @@ struct StateLoader<'a> {
 }
 
 impl<'a> StateLoader<'a> {
+    #[track_caller]
     fn new(entries: &'a [(String, Tensor)]) -> StateLoader<'a> {
         StateLoader {
             entries,
@@ -244,6 +254,7 @@ impl<'a> StateLoader<'a> {
         }
     }
 
+    #[track_caller]
     fn get(&mut self, key: &str, want: &str) -> Result<&'a Tensor> {
         let Some(i) = self.entries.iter().position(|(k, _)| k == key) else {
             return Err(Error::invalid(
@@ -260,6 +271,7 @@ impl<'a> StateLoader<'a> {
 
     /// The entry `key`, which must have `mine`'s dtype and shape, on
     /// `mine`'s device.
+    #[track_caller]
     fn like(&mut self, key: &str, mine: &Tensor) -> Result<Tensor> {
         let want = format!("{}{}", mine.dtype(), mine.shape_string());
         let t = self.get(key, &want)?;
@@ -280,6 +292,7 @@ impl<'a> StateLoader<'a> {
     }
 
     /// The float scalar `key` converted to `dtype`, on `device`.
+    #[track_caller]
     fn scalar(&mut self, key: &str, dtype: DType, device: &Device) -> Result<Tensor> {
         let t = self.get(key, "a float scalar")?;
         check_float_scalar(key, t)?;
@@ -287,6 +300,7 @@ impl<'a> StateLoader<'a> {
     }
 
     /// The learning rate, read to the host.
+    #[track_caller]
     fn lr(&mut self) -> Result<f64> {
         let t = self.get(LR_KEY, "a float scalar")?;
         check_float_scalar(LR_KEY, t)?;
@@ -297,6 +311,7 @@ impl<'a> StateLoader<'a> {
         }
     }
 
+    #[track_caller]
     fn finish(self) -> Result<()> {
         match self.used.iter().position(|u| !u) {
             Some(i) => Err(Error::invalid(
@@ -312,6 +327,7 @@ impl<'a> StateLoader<'a> {
     }
 }
 
+#[track_caller]
 fn check_float_scalar(key: &str, t: &Tensor) -> Result<()> {
     if t.rank() != 0 {
         return Err(Error::shape(
@@ -333,6 +349,7 @@ fn check_float_scalar(key: &str, t: &Tensor) -> Result<()> {
 }
 
 /// `t` detached, on `device` (copied there when it lives elsewhere).
+#[track_caller]
 fn moved(t: &Tensor, device: &Device) -> Result<Tensor> {
     if t.device() == device {
         Ok(t.detach())

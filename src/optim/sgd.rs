@@ -35,6 +35,7 @@ impl Sgd {
     /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
     /// assert_eq!(Sgd::new(vec![w], 0.1).lr(), 0.1);
     /// ```
+    #[track_caller]
     pub fn new(params: Vec<Tensor>, lr: f64) -> Sgd {
         Sgd {
             lr: LearningRate::new(&params, lr),
@@ -53,6 +54,7 @@ impl Sgd {
     /// let opt = Sgd::new(vec![w], 0.1).momentum(0.9);
     /// assert_eq!(opt.state_dict()[0].0, "state.0.momentum_buffer");
     /// ```
+    #[track_caller]
     pub fn momentum(mut self, m: f64) -> Sgd {
         self.momentum = m;
         self.velocity = self.params.iter().map(zeros_like_data).collect();
@@ -69,6 +71,7 @@ impl Sgd {
     /// opt.step();
     /// assert_eq!(w.to_vec::<f32>().unwrap(), vec![0.5]);
     /// ```
+    #[track_caller]
     pub fn weight_decay(mut self, wd: f64) -> Sgd {
         self.weight_decay = wd;
         self
@@ -76,6 +79,7 @@ impl Sgd {
 }
 
 impl Optimizer for Sgd {
+    #[track_caller]
     fn step(&mut self) {
         no_grad(|| {
             for (i, p) in self.params.iter().enumerate() {
@@ -93,18 +97,22 @@ impl Optimizer for Sgd {
         })
     }
 
+    #[track_caller]
     fn zero_grad(&mut self) {
         self.params.iter().for_each(Tensor::zero_grad);
     }
 
+    #[track_caller]
     fn lr(&self) -> f64 {
         self.lr.value
     }
 
+    #[track_caller]
     fn set_lr(&mut self, lr: f64) {
         self.lr.set(lr);
     }
 
+    #[track_caller]
     fn state_dict(&self) -> Vec<(String, Tensor)> {
         let mut out: Vec<(String, Tensor)> = (self.velocity.iter().enumerate())
             .map(|(i, v)| saved(format!("state.{i}.momentum_buffer"), v))
@@ -113,6 +121,7 @@ impl Optimizer for Sgd {
         out
     }
 
+    #[track_caller]
     fn load_state_dict(&mut self, state: &[(String, Tensor)]) -> Result<()> {
         let mut l = StateLoader::new(state);
         let velocity = (self.velocity.iter().enumerate())

@@ -34,10 +34,21 @@ pub(crate) fn get(key: &[u8]) -> Option<ExecutableRef> {
 
 pub(crate) fn put(key: Key, exe: ExecutableRef) {
     let mut c = CACHE.lock();
-    if c.len() == c.cap().get() && !c.contains(&key[..]) {
+    let full = c.len() == c.cap().get() && !c.contains(&key[..]);
+    let out = c.push(key, exe);
+    drop(c);
+    if let (true, Some((old, _))) = (full, out) {
         crate::metrics::inc(crate::metrics::Counter::CompileCacheEviction);
+        super::diagnose::evicted(&old);
     }
-    c.put(key, exe);
+}
+
+/// Sets how many compiled programs the cache holds (default 256,
+/// `LAZYXLA_CACHE_SIZE`); the least recently used go first.
+pub(crate) fn set_capacity(n: usize) {
+    if let Some(n) = NonZeroUsize::new(n) {
+        CACHE.lock().resize(n);
+    }
 }
 
 /// Number of compiled programs held.

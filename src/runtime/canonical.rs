@@ -124,6 +124,36 @@ impl Traced<'_> {
             .collect();
     }
 
+    /// Where each node of the program was recorded.
+    pub fn locations(&self) -> Vec<&'static std::panic::Location<'static>> {
+        self.order.iter().map(|n| n.location).collect()
+    }
+
+    /// The line that recorded the most of the graph's ops, for a message
+    /// about a graph that grows: a history kept across iterations repeats
+    /// the loop body's lines.
+    pub fn most_recorded_line(&self) -> String {
+        let mut counts: FxHashMap<(&str, u32), usize> = FxHashMap::default();
+        for n in &self.order {
+            let ours = super::diagnose::is_ours(n.location);
+            if !ours && !matches!(n.op, Op::Data { .. } | Op::Scalar { .. }) {
+                *counts
+                    .entry((n.location.file(), n.location.line()))
+                    .or_default() += 1;
+            }
+        }
+        match counts
+            .into_iter()
+            .max_by_key(|&(at, c)| (c, std::cmp::Reverse(at)))
+        {
+            Some(((file, line), c)) => format!(
+                "the ops recorded at {file}:{line} ({c} of its {} nodes)",
+                self.order.len()
+            ),
+            None => "its values".into(),
+        }
+    }
+
     /// Chooses the parameters the program aliases to its results and
     /// those this execution donates (see `runtime::donation`); called
     /// before [`Traced::compute_key`].

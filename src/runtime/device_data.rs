@@ -205,6 +205,7 @@ pub(crate) fn shared(node: &crate::ir::Node) -> Option<Arc<DeviceData>> {
 }
 
 /// A data leaf of type `dtype` and `shape` holding `data`.
+#[track_caller]
 pub(crate) fn leaf(
     dtype: crate::DType,
     shape: crate::symint::Shape,
@@ -215,6 +216,7 @@ pub(crate) fn leaf(
 
 /// [`leaf`] of data another leaf may hold too (the same data under other
 /// size names, see `tensor::bucket`).
+#[track_caller]
 pub(crate) fn leaf_shared(
     dtype: crate::DType,
     shape: crate::symint::Shape,

@@ -3,10 +3,12 @@
 //! and returns data leaves (and computed sizes); it knows no `Tensor`: the
 //! tensor layer rebinds its handles to what the runtime returns.
 
+pub(crate) mod auto_dynamic;
 pub(crate) mod buckets;
 pub(crate) mod cache;
 pub(crate) mod canonical;
 pub(crate) mod device_data;
+pub(crate) mod diagnose;
 pub(crate) mod donation;
 pub(crate) mod materialize;
 pub(crate) mod precision;

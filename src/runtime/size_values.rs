@@ -56,7 +56,12 @@ fn forget(id: u64) {
 /// A fresh variable with bounds `[lo, hi]` whose value is already known on
 /// the host (the length of a `mark_dynamic` input).
 pub(crate) fn known_var(lo: i64, hi: i64, value: i64) -> VarRef {
-    let v = VarRef::fresh(lo, hi);
+    known_var_with(lo, hi, value, None)
+}
+
+/// [`known_var`] telling `on_drop` its id when it drops.
+pub(crate) fn known_var_with(lo: i64, hi: i64, value: i64, on_drop: Option<fn(u64)>) -> VarRef {
+    let v = VarRef::fresh_with_drop(lo, hi, on_drop);
     bind(&v, Arc::new(SizeCell::host(value)));
     v
 }

@@ -4,6 +4,7 @@
 use super::cache;
 use super::canonical::trace_unkeyed;
 use super::device_data::{Bounds, DeviceData, SizeCells};
+use super::diagnose;
 pub(crate) use super::donation::Holders;
 use super::size_cell::SizeCell;
 use super::size_values;
@@ -104,7 +105,12 @@ pub(crate) fn run_roots(
         };
         let cells = size_cells(device, &shape, &mut ran.outputs, at)?;
         at += ExecOutputs::of_result(&root.shape);
-        data_nodes.push(data_node(device, root.dtype, shape, buffer, cells, bounds));
+        let mut data = data_node(device, root.dtype, shape, buffer, cells, bounds);
+        if let Some(d) = Arc::get_mut(&mut data) {
+            // Made where the op it computes was recorded (diagnostics).
+            d.location = root.location;
+        }
+        data_nodes.push(data);
     }
     // The size outputs follow the results.
     for (i, v) in inner.iter().enumerate() {
@@ -344,14 +350,30 @@ fn run(
             exe
         }
         None => {
+            let program = traced.program();
+            diagnose::before_compile(device.id(), &program, || traced.most_recorded_line())?;
+            let start = std::time::Instant::now();
             let exe = metrics::time(metrics::Timer::CompileTime, || {
-                device.backend().compile(&traced.program())
+                device.backend().compile(&program)
             })?;
             metrics::inc(metrics::Counter::UncachedCompile);
+            diagnose::compiled(
+                device.id(),
+                &program,
+                &traced.locations(),
+                &traced.key,
+                start.elapsed(),
+            );
             cache::put(traced.key.clone(), exe.clone());
             exe
         }
     };
+    diagnose::forced(|| match outputs.is_empty() {
+        true => format!("{} size(s)", size_requests.len()),
+        false => {
+            crate::ir::node::describe_values(outputs.iter().map(|r| (&r.op, r.dtype, &r.shape[..])))
+        }
+    });
     super::canonical::recycle_key(std::mem::take(&mut traced.key));
     let outputs = execute(device, &exe, &traced.args()?)?;
     EXECUTIONS.fetch_add(1, Ordering::Relaxed);

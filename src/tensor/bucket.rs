@@ -36,6 +36,7 @@ impl Tensor {
     /// Anything that fails here leaves the tensor as it is: the step then
     /// uses its bounds as computed, and a real error shows where the data
     /// is used.
+    #[track_caller]
     pub(crate) fn apply_buckets(&self) {
         let Some(b) = buckets::size_buckets() else {
             return;
@@ -62,6 +63,7 @@ impl Tensor {
 
 /// The dims of `node` (a data leaf holding `data`) to rebound, or `None`
 /// when each already has its bucket's bound and buffer.
+#[track_caller]
 fn plan(node: &Node, data: &DeviceData, b: SizeBuckets) -> Option<SmallVec<[Rebound; 2]>> {
     let mut plan = SmallVec::new();
     let mut changes = false;
@@ -86,6 +88,7 @@ fn plan(node: &Node, data: &DeviceData, b: SizeBuckets) -> Option<SmallVec<[Rebo
 /// The data leaf of `node`'s data with the dims of `plan` bounded by their
 /// buckets, copied into buffers of the buckets' lengths where its buffer
 /// has another length.
+#[track_caller]
 fn rebound(
     t: &Tensor,
     node: &Arc<Node>,
@@ -115,6 +118,7 @@ fn rebound(
 /// The variable naming a dim of size `old` bounded by `bucket`: the one
 /// an earlier rebinding in this thread gave the same variable, else a
 /// fresh one bound to `cell`, the size's value.
+#[track_caller]
 fn renamed(
     old: &SizeExpr,
     bucket: usize,

@@ -24,6 +24,7 @@ pub enum ReduceOp {
 impl Tensor {
     /// How many replicas hold this tensor: its device's
     /// [`replica_count`](Device::replica_count).
+    #[track_caller]
     pub fn replica_count(&self) -> usize {
         self.device().replica_count()
     }
@@ -48,6 +49,7 @@ impl Tensor {
     ///     assert_eq!(x.all_reduce(ReduceOp::Mean).item::<f32>().unwrap(), (n + 1.0) / 2.0);
     /// });
     /// ```
+    #[track_caller]
     pub fn all_reduce(&self, op: ReduceOp) -> Tensor {
         let n = self.replica_count();
         match op {
@@ -83,6 +85,7 @@ impl Tensor {
     /// let ids = r.scoped(|| Tensor::replica_id().unsqueeze(0).all_gather(0));
     /// assert_eq!(ids.to_vec::<i64>().unwrap(), vec![0, 1]);
     /// ```
+    #[track_caller]
     pub fn all_gather(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("all_gather", &self.shape_exprs());
         self.all_gather_over(d, self.replica_count())
@@ -101,6 +104,7 @@ impl Tensor {
     /// let mine = r.scoped(|| x.reduce_scatter(0));
     /// assert_eq!(mine.to_vec::<f32>().unwrap(), vec![2.0, 4.0]); // replica 0's block
     /// ```
+    #[track_caller]
     pub fn reduce_scatter(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("reduce_scatter", &self.shape_exprs());
         self.reduce_scatter_over(d, self.replica_count())
@@ -108,11 +112,13 @@ impl Tensor {
 
     /// The index of the replica computing it, an I64 scalar on the default
     /// device (0 on a device that is not replicated).
+    #[track_caller]
     pub fn replica_id() -> Tensor {
         Tensor::replica_id_on(&Device::default())
     }
 
     /// [`Tensor::replica_id`] on `device`.
+    #[track_caller]
     pub fn replica_id_on(device: &Device) -> Tensor {
         Tensor::try_apply_on(Op::ReplicaId, &[], SmallVec::new(), device)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -120,16 +126,19 @@ impl Tensor {
 
     /// `all_reduce` by `kind` over `replicas` replicas (also the gradient
     /// rules', which know the count from the op).
+    #[track_caller]
     pub(crate) fn all_reduce_over(&self, kind: ReduceKind, replicas: usize) -> Tensor {
         Tensor::apply(Op::AllReduce { kind, replicas }, &[self], SmallVec::new())
     }
 
     /// `all_gather` along `dim` over `replicas` replicas.
+    #[track_caller]
     pub(crate) fn all_gather_over(&self, dim: usize, replicas: usize) -> Tensor {
         Tensor::apply(Op::AllGather { dim, replicas }, &[self], SmallVec::new())
     }
 
     /// `reduce_scatter` along `dim` over `replicas` replicas.
+    #[track_caller]
     pub(crate) fn reduce_scatter_over(&self, dim: usize, replicas: usize) -> Tensor {
         Tensor::apply(
             Op::ReduceScatter { dim, replicas },

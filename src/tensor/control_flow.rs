@@ -38,21 +38,25 @@ enum Trip {
 }
 
 impl From<usize> for TripCount {
+    #[track_caller]
     fn from(n: usize) -> TripCount {
         TripCount(Trip::Static(i64::try_from(n).unwrap_or(i64::MAX)))
     }
 }
 impl From<i64> for TripCount {
+    #[track_caller]
     fn from(n: i64) -> TripCount {
         TripCount(Trip::Static(n))
     }
 }
 impl From<i32> for TripCount {
+    #[track_caller]
     fn from(n: i32) -> TripCount {
         TripCount(Trip::Static(n as i64))
     }
 }
 impl From<&SymInt> for TripCount {
+    #[track_caller]
     fn from(n: &SymInt) -> TripCount {
         match n.as_static() {
             Some(c) => TripCount(Trip::Static(c)),
@@ -67,11 +71,13 @@ impl From<&SymInt> for TripCount {
     }
 }
 impl From<SymInt> for TripCount {
+    #[track_caller]
     fn from(n: SymInt) -> TripCount {
         TripCount::from(&n)
     }
 }
 impl From<&Tensor> for TripCount {
+    #[track_caller]
     fn from(t: &Tensor) -> TripCount {
         if !t.dtype().is_int() || t.rank() != 0 {
             panic!(
@@ -84,6 +90,7 @@ impl From<&Tensor> for TripCount {
     }
 }
 impl From<Tensor> for TripCount {
+    #[track_caller]
     fn from(t: Tensor) -> TripCount {
         TripCount::from(&t)
     }
@@ -107,6 +114,7 @@ impl Tensor {
     /// assert_eq!(capped.shape_string(), "[<=4]");
     /// assert_eq!(capped.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn with_bound(&self, dim: impl super::DimIndex, bound: usize) -> Tensor {
         let node = self.node();
         let d = dim.resolve("with_bound", &node.shape);
@@ -138,6 +146,7 @@ thread_local! {
 /// True while this thread traces a loop body. A `mark_step` on another
 /// thread leaves the values of bodies being traced alone (they cannot be
 /// computed outside their loop); on the tracing thread it reports them.
+#[track_caller]
 pub(crate) fn tracing_body() -> bool {
     DEPTH.with(|d| d.get() > 0)
 }
@@ -166,6 +175,7 @@ pub(crate) fn tracing_body() -> bool {
 /// });
 /// assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![6.0, 12.0]);
 /// ```
+#[track_caller]
 pub fn fori_loop(
     n: impl Into<TripCount>,
     init: &[Tensor],
@@ -212,6 +222,7 @@ pub fn fori_loop(
 /// );
 /// assert_eq!(out[1].item::<i64>().unwrap(), 8);
 /// ```
+#[track_caller]
 pub fn while_loop(
     init: &[Tensor],
     cond: impl FnOnce(&[Tensor]) -> Tensor,
@@ -235,6 +246,7 @@ impl Drop for DepthGuard {
 /// Records a loop: traces `trace` (condition and body on the
 /// placeholders), checks what it returned, and builds the loop node and
 /// its results.
+#[track_caller]
 fn record_loop(
     op: &'static str,
     kind: LoopKind,
@@ -383,6 +395,7 @@ fn record_loop(
 /// Records a loop node: gradients flow through it when they flow
 /// through any operand (its own value is a Bool token, so `record`'s
 /// float rule does not apply).
+#[track_caller]
 pub(crate) fn loop_node(
     op: Op,
     inputs: Inputs,
@@ -401,6 +414,7 @@ pub(crate) fn loop_node(
 }
 
 /// `f32[3], i64[<=8]`: values for messages.
+#[track_caller]
 fn describe(nodes: &[Arc<Node>]) -> String {
     let all: Vec<String> = nodes
         .iter()
@@ -413,6 +427,7 @@ fn describe(nodes: &[Arc<Node>]) -> String {
 /// placeholder's variable per dynamic dim in `vars`); returns, per dim,
 /// whether the body may change its size (with the lower bound of the
 /// size after the loop).
+#[track_caller]
 fn check_carry(
     op: &'static str,
     k: usize,

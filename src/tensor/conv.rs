@@ -18,6 +18,7 @@ use smallvec::SmallVec;
 
 /// `e` with `op` as the op it names: the user called `op`, which the
 /// convolution primitive implements.
+#[track_caller]
 fn renamed(e: Error, op: &'static str) -> Error {
     match e {
         Error::Shape { message, .. } => Error::Shape { op, message },
@@ -30,6 +31,7 @@ fn renamed(e: Error, op: &'static str) -> Error {
     }
 }
 
+#[track_caller]
 fn fail(op: &'static str, message: String) -> ! {
     panic!("{}", Error::shape(op, message))
 }
@@ -37,6 +39,7 @@ fn fail(op: &'static str, message: String) -> ! {
 impl Tensor {
     /// Records the convolution primitive of `self` (input) and `w`
     /// (weight); a misuse panics with inference's message, naming `op`.
+    #[track_caller]
     pub(crate) fn convolution(&self, w: &Tensor, conv: Conv, op: &'static str) -> Tensor {
         Tensor::try_apply(Op::Convolution(conv), &[self, w], SmallVec::new())
             .unwrap_or_else(|e| panic!("{}", renamed(e, op)))
@@ -53,6 +56,7 @@ impl Tensor {
     /// let y = x.conv1d(&w, None, 1, 0, 1, 1);
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![-1.0, -1.0, -1.0]);
     /// ```
+    #[track_caller]
     pub fn conv1d(
         &self,
         weight: &Tensor,
@@ -62,6 +66,9 @@ impl Tensor {
         dilation: usize,
         groups: usize,
     ) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.conv1d(weight, bias, stride, padding, dilation, groups);
+        }
         let conv = Conv::new(&[stride], &[padding], &[dilation], groups);
         self.conv_nd("conv1d", weight, bias, conv)
     }
@@ -80,6 +87,7 @@ impl Tensor {
     /// assert_eq!(y.upper_bounds(), vec![1, 1, 2, 2]);
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![8.0, 12.0, 20.0, 24.0]);
     /// ```
+    #[track_caller]
     pub fn conv2d(
         &self,
         weight: &Tensor,
@@ -89,6 +97,9 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.conv2d(weight, bias, stride, padding, dilation, groups);
+        }
         let conv = Conv::new(
             &[stride.0, stride.1],
             &[padding.0, padding.1],
@@ -113,6 +124,7 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 10.0, 2.0, 20.0]);
     /// ```
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     pub fn conv_transpose2d(
         &self,
         weight: &Tensor,
@@ -123,6 +135,17 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.conv_transpose2d(
+                weight,
+                bias,
+                stride,
+                padding,
+                output_padding,
+                dilation,
+                groups,
+            );
+        }
         let conv = Conv::new(
             &[stride.0, stride.1],
             &[padding.0, padding.1],
@@ -135,6 +158,7 @@ impl Tensor {
 
     /// `self` and `weight` in their common dtype, and whether `self` was
     /// unbatched (then given a batch of 1).
+    #[track_caller]
     fn conv_operands(&self, op: &'static str, weight: &Tensor, r: usize) -> (Tensor, Tensor, bool) {
         let dt = result_type(&[
             (self.dtype(), Priority::Dimensioned),
@@ -161,6 +185,7 @@ impl Tensor {
         (x, weight.to_dtype(dt), unbatched)
     }
 
+    #[track_caller]
     fn conv_nd(&self, op: &'static str, weight: &Tensor, bias: Option<&Tensor>, c: Conv) -> Tensor {
         let (x, w, unbatched) = self.conv_operands(op, weight, c.rank());
         let out_channels = w.upper_bounds().first().copied().unwrap_or(0);
@@ -173,6 +198,7 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     fn conv_transpose_nd(
         &self,
         op: &'static str,
@@ -227,6 +253,7 @@ impl Tensor {
     }
 
     /// `self` `[N, O, ..]` plus `bias` `[O]` on the channel dim.
+    #[track_caller]
     fn add_channel_bias(&self, op: &'static str, bias: Option<&Tensor>, channels: usize) -> Tensor {
         let Some(b) = bias else {
             return self.clone();
@@ -246,6 +273,7 @@ impl Tensor {
     }
 
     /// `self` reversed along every dim from 2 (a kernel's spatial dims).
+    #[track_caller]
     fn flip_spatial(&self) -> Tensor {
         let mut t = self.clone();
         for (d, &n) in self.upper_bounds().iter().enumerate().skip(2) {
@@ -264,6 +292,7 @@ impl Tensor {
     /// The transposed convolution of `self` (shaped as the output of the
     /// convolution `c` with weight `w`) back to an input of `spatial`
     /// sizes: the input gradient of `c` for the output gradient `self`.
+    #[track_caller]
     pub(crate) fn conv_input_grad(
         &self,
         w: &Tensor,
@@ -330,6 +359,7 @@ impl Tensor {
     /// The weight gradient of the convolution `c` of `x` with a weight of
     /// `kernel` sizes, for the output gradient `self`. A dynamic batch is
     /// padded with zeros, which add nothing.
+    #[track_caller]
     pub(crate) fn conv_weight_grad(&self, x: &Tensor, kernel: &[usize], c: &Conv) -> Tensor {
         let (x, g) = (x.pad_to_bound(0.0), self.pad_to_bound(0.0));
         let plain = c.feature_groups == 1 && c.batch_groups == 1;
@@ -371,6 +401,7 @@ impl Tensor {
     /// With `L` the input dilation, `D` the kernel dilation, `P` the low
     /// padding and `K` the kernel size, the gradient at kernel position
     /// `K - 1 - m` is `sum_j g[D m + L j + P - D (K - 1)] x[j]`.
+    #[track_caller]
     fn weight_grad_over_dilated_input(&self, x: &Tensor, kernel: &[usize], c: &Conv) -> Tensor {
         let (xs, gs) = (x.upper_bounds(), self.upper_bounds());
         let r = c.rank();
@@ -397,6 +428,7 @@ impl Tensor {
 
     /// The input gradient of the convolution `c` of `x` with `w`, for the
     /// output gradient `self` (zeros for an input without elements).
+    #[track_caller]
     pub(crate) fn conv_input_grad_of(&self, x: &Tensor, w: &Tensor, c: &Conv) -> Tensor {
         let spatial = x.upper_bounds()[2..].to_vec();
         if spatial.contains(&0) {

@@ -24,11 +24,13 @@ impl Tensor {
     /// let t = lazyxla::Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]).unwrap();
     /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
     /// ```
+    #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
         Tensor::from_vec_on(data, shape, &Device::default())
     }
 
     /// [`from_vec`](Tensor::from_vec) on a chosen device.
+    #[track_caller]
     pub fn from_vec_on<T: Element>(
         data: Vec<T>,
         shape: &[usize],
@@ -50,11 +52,13 @@ impl Tensor {
     /// let t = lazyxla::Tensor::from_slice(&data, &[4096, 16]).unwrap();
     /// assert_eq!(t.sum().item::<f32>().unwrap(), 65536.0);
     /// ```
+    #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
         Tensor::from_slice_on(data, shape, &Device::default())
     }
 
     /// [`from_slice`](Tensor::from_slice) on a chosen device.
+    #[track_caller]
     pub fn from_slice_on<T: Element>(
         data: &[T],
         shape: &[usize],
@@ -68,11 +72,13 @@ impl Tensor {
 
     /// A tensor of rank 0 holding `v` (device data, so changing `v` between
     /// steps does not recompile).
+    #[track_caller]
     pub fn scalar<T: Element>(v: T) -> Tensor {
         Tensor::from_vec(vec![v], &[]).expect("one element fits shape []")
     }
 
     /// A static tensor of exact host data (uploaded when first needed).
+    #[track_caller]
     pub(crate) fn from_host(host: HostArray, device: &Device) -> Result<Tensor> {
         let shape: Vec<usize> = host.shape().to_vec();
         let dtype = host.dtype();
@@ -83,10 +89,12 @@ impl Tensor {
             shape.clone(),
             smallvec::smallvec![None; shape.len()],
         );
-        Ok(Tensor::data(device, dtype, exprs, data))
+        let t = Tensor::data(device, dtype, exprs, data);
+        Ok(t.automatic_dynamic(std::panic::Location::caller()))
     }
 
     /// A tensor backed by device data.
+    #[track_caller]
     pub(crate) fn data(device: &Device, dtype: DType, shape: Shape, data: DeviceData) -> Tensor {
         Tensor::from_node(
             crate::runtime::device_data::leaf(dtype, shape, data),
@@ -95,17 +103,20 @@ impl Tensor {
     }
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
+    #[track_caller]
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
         let exprs = static_shape(shape);
         Tensor::full_exprs(exprs, value, dtype, SmallVec::new(), &Device::default())
     }
 
     /// Zeros.
+    #[track_caller]
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 0.0, dtype)
     }
 
     /// Ones.
+    #[track_caller]
     pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 1.0, dtype)
     }
@@ -125,6 +136,7 @@ impl Tensor {
     /// assert_eq!(t.shape_string(), "[<=3, 2]");
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![7.0; 4]);
     /// ```
+    #[track_caller]
     pub fn full_sym(sizes: &[SymInt], value: f64, dtype: DType) -> Tensor {
         Tensor::filled("full_sym", sizes, value, dtype)
     }
@@ -139,6 +151,7 @@ impl Tensor {
     /// assert_eq!(z.shape_string(), "[<=5]");
     /// assert_eq!(z.to_vec::<i64>().unwrap(), vec![0; 4]);
     /// ```
+    #[track_caller]
     pub fn zeros_sym(sizes: &[SymInt], dtype: DType) -> Tensor {
         Tensor::filled("zeros_sym", sizes, 0.0, dtype)
     }
@@ -153,6 +166,7 @@ impl Tensor {
     /// assert_eq!(o.shape_string(), "[<=8]");
     /// assert_eq!((&o + &x).to_vec::<f32>().unwrap(), vec![2.0; 3]);
     /// ```
+    #[track_caller]
     pub fn ones_sym(sizes: &[SymInt], dtype: DType) -> Tensor {
         Tensor::filled("ones_sym", sizes, 1.0, dtype)
     }
@@ -170,6 +184,7 @@ impl Tensor {
     /// let keep = rank.lt(&wanted);
     /// assert_eq!(keep.to_dtype(DType::I64).sum().item::<i64>().unwrap(), 5);
     /// ```
+    #[track_caller]
     pub fn scalar_sym(size: &SymInt) -> Tensor {
         let anchors = anchors_of(std::iter::once(size));
         let deps = size_deps_for(std::slice::from_ref(&size.expr), &anchors);
@@ -179,11 +194,13 @@ impl Tensor {
 
     /// A tensor of this tensor's shape (dynamic dims included), dtype and
     /// device, filled with `value`.
+    #[track_caller]
     pub fn full_like(&self, value: f64) -> Tensor {
         self.full_like_dtype(value, self.dtype())
     }
 
     /// Like [`full_like`](Tensor::full_like) with another dtype.
+    #[track_caller]
     pub fn full_like_dtype(&self, value: f64, dtype: DType) -> Tensor {
         let node = self.node();
         let deps = size_deps_for(&node.shape, std::slice::from_ref(&node));
@@ -191,16 +208,19 @@ impl Tensor {
     }
 
     /// Zeros shaped like this tensor.
+    #[track_caller]
     pub fn zeros_like(&self) -> Tensor {
         self.full_like(0.0)
     }
 
     /// Ones shaped like this tensor.
+    #[track_caller]
     pub fn ones_like(&self) -> Tensor {
         self.full_like(1.0)
     }
 
     /// [`full_sym`](Tensor::full_sym) for `op`, which messages name.
+    #[track_caller]
     fn filled(op: &'static str, sizes: &[SymInt], value: f64, dtype: DType) -> Tensor {
         let shape = size_args(op, sizes);
         let anchors = anchors_of(sizes);
@@ -211,6 +231,7 @@ impl Tensor {
         Tensor::full_exprs(shape, value, dtype, deps, &Device::default()).checked(checks, &anchors)
     }
 
+    #[track_caller]
     pub(crate) fn full_exprs(
         shape: Shape,
         value: f64,
@@ -235,6 +256,7 @@ impl Tensor {
     }
 
     /// An inline scalar constant (part of the program, not a parameter).
+    #[track_caller]
     pub(crate) fn scalar_op(value: f64, dtype: DType, device: &Device) -> Tensor {
         Tensor::try_apply_on(
             Op::Scalar {
@@ -249,12 +271,14 @@ impl Tensor {
     }
 
     /// `[0, 1, .., end-1]` as I64.
+    #[track_caller]
     pub fn arange(end: i64) -> Tensor {
         Tensor::arange_sym(&SymInt::from(end.max(0)))
     }
 
     /// `[0, 1, .., n-1]` as I64 where `n` may be a dynamic size; the result
     /// is dynamic with `n`'s bound.
+    #[track_caller]
     pub fn arange_sym(n: &SymInt) -> Tensor {
         let checks = super::guard::non_negative_checks("arange_sym", std::slice::from_ref(&n.expr))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -277,12 +301,14 @@ impl Tensor {
     /// Uniform random F32 values in `[0, 1)` from a seeded generator
     /// (generated on the host and uploaded; the same seed gives the same
     /// values on every backend).
+    #[track_caller]
     pub fn rand(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);
         host_random("rand", shape, || g.next_f64() as f32)
     }
 
     /// Standard normal F32 values from a seeded generator (Box-Muller).
+    #[track_caller]
     pub fn randn(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);
         host_random("randn", shape, || {
@@ -308,6 +334,7 @@ impl Tensor {
     /// assert_eq!(b.device(), &devices[1]);
     /// assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
     /// ```
+    #[track_caller]
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device().same(device) {
             return Ok(self.clone());
@@ -321,6 +348,7 @@ impl Tensor {
 
     /// [`Tensor::to_device`] device to device, when the backends can and
     /// the value is computed and static (`None` otherwise).
+    #[track_caller]
     fn copy_between_devices(&self, device: &Device) -> Result<Option<Tensor>> {
         if self.is_dynamic() {
             return Ok(None);
@@ -360,6 +388,7 @@ impl Tensor {
 /// The sizes of a static shape given as `usize`s. A size above `i64::MAX`
 /// saturates, so that inference rejects the shape as too large instead of
 /// seeing a wrapped negative size.
+#[track_caller]
 pub(crate) fn static_shape(shape: &[usize]) -> Shape {
     shape
         .iter()
@@ -367,6 +396,7 @@ pub(crate) fn static_shape(shape: &[usize]) -> Shape {
         .collect()
 }
 /// Checks that `len` host elements fill `shape` exactly.
+#[track_caller]
 fn check_fills(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
     let n = host_numel(op, shape)?;
     if len != n {
@@ -379,6 +409,7 @@ fn check_fills(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
 }
 
 /// The element count of a host shape, or an error when it overflows.
+#[track_caller]
 fn host_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     shape
         .iter()
@@ -393,6 +424,7 @@ fn host_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
 
 /// A host-generated F32 tensor of `shape` from `next`; panics with a
 /// message (never aborts) when its element count or memory is too large.
+#[track_caller]
 fn host_random(op: &'static str, shape: &[usize], next: impl FnMut() -> f32) -> Tensor {
     let n = host_numel(op, shape).unwrap_or_else(|e| panic!("{e}"));
     let mut data: Vec<f32> = Vec::new();
@@ -411,6 +443,7 @@ pub(crate) use super::guard::clamp_size;
 /// always negative panics; one that may be negative (`n - 2`) is clamped
 /// at 0 and needs a check (`guard::non_negative_checks`) so that the clamp
 /// never hides a negative size.
+#[track_caller]
 pub(crate) fn size_args(op: &str, sizes: &[SymInt]) -> Shape {
     sizes
         .iter()
@@ -432,6 +465,7 @@ pub(crate) fn size_args(op: &str, sizes: &[SymInt]) -> Shape {
 pub(crate) struct SplitMix64(pub u64);
 
 impl SplitMix64 {
+    #[track_caller]
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -441,6 +475,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `[0, 1)` with 53 random bits.
+    #[track_caller]
     pub(crate) fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
@@ -449,6 +484,7 @@ impl SplitMix64 {
 impl<T: Element> From<ArrayD<T>> for Tensor {
     /// Uploads the array to the default device (panics if the device
     /// rejects it).
+    #[track_caller]
     fn from(a: ArrayD<T>) -> Tensor {
         Tensor::from_host(
             T::into_host(a.as_standard_layout().into_owned()),

@@ -25,6 +25,7 @@ pub(crate) trait ResolveDim {
 }
 
 impl<D: DimIndex> ResolveDim for D {
+    #[track_caller]
     fn resolve(self, op: &'static str, shape: &[SizeExpr]) -> usize {
         resolve_in(self.signed(), op, shape, shape.len())
     }
@@ -32,6 +33,7 @@ impl<D: DimIndex> ResolveDim for D {
 
 /// Resolves `dim` against `0..extent` (extent is `rank + 1` for
 /// `unsqueeze`).
+#[track_caller]
 pub(crate) fn resolve_in(dim: i64, op: &'static str, shape: &[SizeExpr], extent: usize) -> usize {
     let r = extent as i64;
     let d = if dim < 0 { dim + r } else { dim };
@@ -61,16 +63,19 @@ pub(crate) fn resolve_in(dim: i64, op: &'static str, shape: &[SizeExpr], extent:
 }
 
 impl DimIndex for usize {
+    #[track_caller]
     fn signed(self) -> i64 {
         self as i64
     }
 }
 impl DimIndex for i64 {
+    #[track_caller]
     fn signed(self) -> i64 {
         self
     }
 }
 impl DimIndex for i32 {
+    #[track_caller]
     fn signed(self) -> i64 {
         self as i64
     }

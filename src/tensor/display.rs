@@ -38,6 +38,7 @@ impl fmt::Display for Tensor {
 }
 
 /// The bracketed body: `[..]` nested by dim, `...` where summarized.
+#[track_caller]
 fn render<T: Element>(a: ArrayViewD<'_, T>) -> String {
     let summarize = a.len() > THRESHOLD;
     let mut shown = Vec::new();
@@ -54,6 +55,7 @@ fn render<T: Element>(a: ArrayViewD<'_, T>) -> String {
 }
 
 /// The values printed, in order.
+#[track_caller]
 fn collect<T: Element>(a: &ArrayViewD<'_, T>, summarize: bool, out: &mut Vec<f64>) {
     if a.ndim() == 0 {
         out.push(a.iter().next().expect("one element").to_f64());
@@ -65,6 +67,7 @@ fn collect<T: Element>(a: &ArrayViewD<'_, T>, summarize: bool, out: &mut Vec<f64
 }
 
 /// The indices of a dim of `n` to print, `None` standing for `...`.
+#[track_caller]
 fn kept(n: usize, summarize: bool) -> Vec<Option<usize>> {
     if summarize && n > 2 * EDGE {
         (0..EDGE)
@@ -77,6 +80,7 @@ fn kept(n: usize, summarize: bool) -> Vec<Option<usize>> {
     }
 }
 
+#[track_caller]
 fn write_dim<T: Element>(
     a: &ArrayViewD<'_, T>,
     summarize: bool,
@@ -127,6 +131,7 @@ enum Format {
 }
 
 impl Format {
+    #[track_caller]
     fn choose<T: Element>(values: &[f64]) -> Format {
         match T::DTYPE {
             DType::Bool => return Format::Bool,
@@ -156,6 +161,7 @@ impl Format {
         }
     }
 
+    #[track_caller]
     fn show(&self, v: f64) -> String {
         if v.is_nan() {
             return "nan".into();

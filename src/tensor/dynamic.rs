@@ -5,12 +5,51 @@ use super::dim::{DimIndex, ResolveDim};
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::Error;
-use crate::ir::{Lit, Op};
+use crate::ir::{Lit, Node, Op};
 use crate::runtime::device_data::DeviceData;
-use crate::runtime::size_values;
+use crate::runtime::{auto_dynamic, size_values};
 use crate::symint::{SizeExpr, VarRef};
 use smallvec::SmallVec;
 use std::sync::Arc;
+
+/// The op name of automatic dynamic dims (`runtime::auto_dynamic`).
+const AUTOMATIC: &str = "automatic dynamic";
+
+/// The variable of a dim automatic dynamic dims made dynamic, with its
+/// value.
+fn automatic_var(e: &SizeExpr) -> Option<(VarRef, i64)> {
+    let v = e.as_var()?;
+    if !auto_dynamic::is_auto(v.id()) {
+        return None;
+    }
+    let value = size_values::cell(v)?.known()?;
+    Some((v.clone(), value))
+}
+
+/// True when a dim of `n` was made dynamic by automatic dynamic dims.
+pub(super) fn has_automatic(n: &Node) -> bool {
+    n.shape.iter().any(|e| automatic_var(e).is_some())
+}
+
+/// `n` with each dim automatic dynamic dims made dynamic back at its
+/// value, checked when the program runs: the program is specialized to
+/// that size, as it was before the dim became dynamic.
+pub(super) fn specialized(n: &Arc<Node>) -> crate::Result<Arc<Node>> {
+    let mut shape = n.shape.clone();
+    let mut checks = Vec::new();
+    for e in shape.iter_mut() {
+        if let Some((v, value)) = automatic_var(e) {
+            let fixed = SizeExpr::constant(value);
+            checks.push(crate::ir::check::SizeCheck::equal(
+                AUTOMATIC,
+                &SizeExpr::var(v),
+                &fixed,
+            ));
+            *e = fixed;
+        }
+    }
+    super::guard::guard_node(n, shape, checks, &[])
+}
 
 impl Tensor {
     /// Coordinates of the nonzero elements, row-major: I64 of shape
@@ -23,12 +62,14 @@ impl Tensor {
     /// assert_eq!(b.size(0).to_string(), "<=3");
     /// assert_eq!(b.to_vec::<i64>().unwrap(), vec![0, 2]);
     /// ```
+    #[track_caller]
     pub fn nonzero(&self) -> Tensor {
         Tensor::apply(Op::Nonzero, &[self], SmallVec::new())
     }
 
     /// The elements where `mask` (broadcast with `self`) is true, in
     /// row-major order: shape `[<=numel]`.
+    #[track_caller]
     pub fn masked_select(&self, mask: &Tensor) -> Tensor {
         let m = if mask.dtype() == DType::Bool {
             mask.clone()
@@ -46,6 +87,7 @@ impl Tensor {
     }
 
     /// The sorted distinct values of all elements: shape `[<=numel]`.
+    #[track_caller]
     pub fn unique(&self) -> Tensor {
         let flat = if self.rank() == 1 {
             self.clone()
@@ -57,6 +99,7 @@ impl Tensor {
 
     /// The sorted distinct values and how often each occurs (I64), both of
     /// the same dynamic size.
+    #[track_caller]
     pub fn unique_with_counts(&self) -> (Tensor, Tensor) {
         let flat = if self.rank() == 1 {
             self.clone()
@@ -80,6 +123,7 @@ impl Tensor {
     /// assert_eq!(x.size(0).to_string(), "<=8");
     /// assert_eq!(x.sum().item::<f32>().unwrap(), 3.0);
     /// ```
+    #[track_caller]
     pub fn mark_dynamic(&self, dim: impl DimIndex, upper_bound: usize) -> Tensor {
         match self.try_mark_dynamic(dim, upper_bound) {
             Ok(t) => t,
@@ -89,6 +133,7 @@ impl Tensor {
 
     /// [`mark_dynamic`](Tensor::mark_dynamic) returning an error instead of
     /// panicking.
+    #[track_caller]
     pub fn try_mark_dynamic(
         &self,
         dim: impl DimIndex,
@@ -108,6 +153,7 @@ impl Tensor {
     /// let y = Tensor::from_vec(vec![2.0f32; 3], &[3, 1]).unwrap().mark_dynamic_as(0, &x, 0);
     /// assert_eq!((&x * &y).sum().item::<f32>().unwrap(), 12.0);
     /// ```
+    #[track_caller]
     pub fn mark_dynamic_as(
         &self,
         dim: impl DimIndex,
@@ -128,6 +174,7 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     fn mark_dynamic_with(
         &self,
         op: &'static str,
@@ -167,7 +214,17 @@ impl Tensor {
                 }
                 v
             }
-            None => size_values::known_var(0, i64::try_from(upper_bound).unwrap_or(i64::MAX), len),
+            None => {
+                let hi = i64::try_from(upper_bound).unwrap_or(i64::MAX);
+                match op {
+                    AUTOMATIC => {
+                        let v = size_values::known_var_with(0, hi, len, Some(auto_dynamic::forget));
+                        auto_dynamic::mark(v.id());
+                        v
+                    }
+                    _ => size_values::known_var(0, hi, len),
+                }
+            }
         };
         let cell = size_values::cell(&var)
             .ok_or_else(|| Error::internal(op, "a known size without its value"))?;
@@ -202,8 +259,44 @@ impl Tensor {
         Ok(Tensor::data(self.device(), self.dtype(), new_shape, data))
     }
 
+    /// This host data with the dims automatic dynamic dims chose for data
+    /// made at `at` made dynamic (`runtime::auto_dynamic`).
+    pub(crate) fn automatic_dynamic(self, at: &'static std::panic::Location<'static>) -> Tensor {
+        let Some(dims) = auto_dynamic::dims_at(at) else {
+            return self;
+        };
+        let mut t = self;
+        for d in dims {
+            let Some(len) = t.shape_exprs().get(d).and_then(SizeExpr::as_const) else {
+                continue;
+            };
+            let bound = auto_dynamic::bound_for(len as usize);
+            if let Ok(dynamic) = t.mark_dynamic_with(AUTOMATIC, d, bound, None) {
+                t = dynamic;
+            }
+        }
+        t
+    }
+
+    /// This tensor with the dims automatic dynamic dims made dynamic back
+    /// at their values (checked when the program runs), for an op that
+    /// needs them static; `None` when it has no such dim.
+    #[track_caller]
+    pub(crate) fn with_automatic_static(&self) -> Option<Tensor> {
+        if !auto_dynamic::any() {
+            return None;
+        }
+        let n = self.input_node();
+        if !has_automatic(&n) {
+            return None;
+        }
+        let node = specialized(&n).unwrap_or_else(|e| panic!("{e}"));
+        Some(Tensor::from_node(node, self.device()))
+    }
+
     /// A static tensor of the bound shape: the real elements, then `fill`.
     /// The way out of a dynamic zone for ops that need static shapes.
+    #[track_caller]
     pub fn pad_to_bound(&self, fill: f64) -> Tensor {
         if !self.is_dynamic() {
             return self.clone();

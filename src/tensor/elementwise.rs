@@ -20,6 +20,7 @@ pub(crate) enum Rhs<'a> {
     Scalar(f64, DType),
 }
 
+#[track_caller]
 pub(super) fn priority(t: &Tensor) -> Priority {
     if t.rank() == 0 {
         Priority::ZeroDim
@@ -30,12 +31,14 @@ pub(super) fn priority(t: &Tensor) -> Priority {
 
 /// The broadcast shape of two shapes (right-aligned, size 1 stretches);
 /// panics with the message of [`try_broadcast_shapes`].
+#[track_caller]
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[SizeExpr], b: &[SizeExpr]) -> Shape {
     try_broadcast_shapes(op, a, b).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The broadcast shape of two shapes, or the error naming both shapes and
 /// the way to make them broadcast.
+#[track_caller]
 pub(crate) fn try_broadcast_shapes(
     op: &'static str,
     a: &[SizeExpr],
@@ -85,12 +88,14 @@ pub(crate) fn try_broadcast_shapes(
 impl Tensor {
     /// This tensor broadcast to `shape` (right-aligned); `others` may hold
     /// the nodes defining `shape`'s dynamic sizes.
+    #[track_caller]
     pub(crate) fn broadcast_to(&self, shape: &[SizeExpr], others: &[&Tensor]) -> Tensor {
         self.broadcast_for("expand", shape, others)
     }
 
     /// [`Tensor::broadcast_to`] for `op`, which names the size checks it
     /// records (see [`try_broadcast_shapes`]).
+    #[track_caller]
     pub(crate) fn broadcast_for(
         &self,
         op: &'static str,
@@ -117,6 +122,7 @@ impl Tensor {
     }
 
     /// This tensor converted to `dtype` (no op when it already is).
+    #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
             return self.clone();
@@ -126,6 +132,7 @@ impl Tensor {
 
     /// The operand node of this tensor converted to `dtype` (an intermediate
     /// node: no `Tensor` is made for the conversion).
+    #[track_caller]
     fn input_node_as(&self, dtype: DType) -> Arc<Node> {
         let n = self.input_node();
         if n.dtype == dtype {
@@ -138,6 +145,7 @@ impl Tensor {
     /// Promotes and broadcasts both operands; `float` forces a float result
     /// type (true division, float-only functions). Returns operand nodes:
     /// the scalar and broadcast intermediates need no `Tensor`.
+    #[track_caller]
     fn operands(&self, op: &'static str, rhs: Rhs<'_>, float: bool) -> (Arc<Node>, Arc<Node>) {
         let (rdt, rprio) = match rhs {
             Rhs::Tensor(t) => (t.dtype(), priority(t)),
@@ -188,6 +196,7 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     pub(crate) fn binary(&self, op: BinaryOp, rhs: Rhs<'_>) -> Tensor {
         let name = Op::Binary(op).name();
         let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
@@ -195,11 +204,13 @@ impl Tensor {
         self.record_on_device(Op::Binary(op), [a, b])
     }
 
+    #[track_caller]
     fn compare(&self, op: CmpOp, rhs: Rhs<'_>) -> Tensor {
         let (a, b) = self.operands(Op::Compare(op).name(), rhs, false);
         self.record_on_device(Op::Compare(op), [a, b])
     }
 
+    #[track_caller]
     pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
         let float_only = !matches!(
             op,
@@ -214,62 +225,76 @@ impl Tensor {
     }
 
     /// `self + other` with broadcasting and promotion.
+    #[track_caller]
     pub fn add(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Add, Rhs::Tensor(other))
     }
     /// `self - other`.
+    #[track_caller]
     pub fn sub(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Sub, Rhs::Tensor(other))
     }
     /// `self * other`.
+    #[track_caller]
     pub fn mul(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Mul, Rhs::Tensor(other))
     }
     /// `self / other` (true division: integers give F32, as in PyTorch).
+    #[track_caller]
     pub fn div(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Div, Rhs::Tensor(other))
     }
     /// Elementwise maximum.
+    #[track_caller]
     pub fn maximum(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Tensor(other))
     }
     /// Elementwise minimum.
+    #[track_caller]
     pub fn minimum(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Min, Rhs::Tensor(other))
     }
     /// `self ** other` elementwise (float).
+    #[track_caller]
     pub fn pow_tensor(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Pow, Rhs::Tensor(other))
     }
     /// Remainder with the sign of the divisor (PyTorch's `remainder`).
+    #[track_caller]
     pub fn remainder(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Rem, Rhs::Tensor(other))
     }
 
     /// `self + v`; a Rust number does not widen a tensor's float type.
+    #[track_caller]
     pub fn add_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Add, Rhs::Scalar(v, DType::F64))
     }
     /// `self - v`.
+    #[track_caller]
     pub fn sub_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Sub, Rhs::Scalar(v, DType::F64))
     }
     /// `self * v`.
+    #[track_caller]
     pub fn mul_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Mul, Rhs::Scalar(v, DType::F64))
     }
     /// `self / v`.
+    #[track_caller]
     pub fn div_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Div, Rhs::Scalar(v, DType::F64))
     }
     /// `v - self` (promoted first, so a bool tensor is subtracted, not
     /// negated).
+    #[track_caller]
     pub fn rsub_scalar(&self, v: f64) -> Tensor {
         self.reversed(BinaryOp::Sub, v, DType::F64)
     }
 
     /// `v op self` for a Rust number `v` of category `dt`, with the same
     /// promotion as `self op v`.
+    #[track_caller]
     pub(crate) fn reversed(&self, op: BinaryOp, v: f64, dt: DType) -> Tensor {
         let name = Op::Binary(op).name();
         let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
@@ -277,72 +302,89 @@ impl Tensor {
         self.record_on_device(Op::Binary(op), [b, a])
     }
     /// `self ** e` (float).
+    #[track_caller]
     pub fn pow(&self, e: f64) -> Tensor {
         self.binary(BinaryOp::Pow, Rhs::Scalar(e, DType::F64))
     }
     /// Clamps every element to `[lo, hi]`.
+    #[track_caller]
     pub fn clamp(&self, lo: f64, hi: f64) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Scalar(lo, DType::F64))
             .binary(BinaryOp::Min, Rhs::Scalar(hi, DType::F64))
     }
 
     /// `-self`.
+    #[track_caller]
     pub fn neg(&self) -> Tensor {
         self.unary(UnaryOp::Neg)
     }
     /// `|self|`.
+    #[track_caller]
     pub fn abs(&self) -> Tensor {
         self.unary(UnaryOp::Abs)
     }
     /// `e^self`.
+    #[track_caller]
     pub fn exp(&self) -> Tensor {
         self.unary(UnaryOp::Exp)
     }
     /// Natural logarithm.
+    #[track_caller]
     pub fn log(&self) -> Tensor {
         self.unary(UnaryOp::Log)
     }
     /// Square root.
+    #[track_caller]
     pub fn sqrt(&self) -> Tensor {
         self.unary(UnaryOp::Sqrt)
     }
     /// `1 / sqrt(self)`.
+    #[track_caller]
     pub fn rsqrt(&self) -> Tensor {
         self.unary(UnaryOp::Rsqrt)
     }
     /// Hyperbolic tangent.
+    #[track_caller]
     pub fn tanh(&self) -> Tensor {
         self.unary(UnaryOp::Tanh)
     }
     /// Logistic sigmoid.
+    #[track_caller]
     pub fn sigmoid(&self) -> Tensor {
         self.unary(UnaryOp::Sigmoid)
     }
     /// Error function.
+    #[track_caller]
     pub fn erf(&self) -> Tensor {
         self.unary(UnaryOp::Erf)
     }
     /// Rounds down.
+    #[track_caller]
     pub fn floor(&self) -> Tensor {
         self.unary(UnaryOp::Floor)
     }
     /// -1, 0 or 1.
+    #[track_caller]
     pub fn sign(&self) -> Tensor {
         self.unary(UnaryOp::Sign)
     }
     /// Sine.
+    #[track_caller]
     pub fn sin(&self) -> Tensor {
         self.unary(UnaryOp::Sin)
     }
     /// Cosine.
+    #[track_caller]
     pub fn cos(&self) -> Tensor {
         self.unary(UnaryOp::Cos)
     }
     /// `max(self, 0)`.
+    #[track_caller]
     pub fn relu(&self) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Scalar(0.0, DType::I64))
     }
     /// GELU, exact form `x/2 * (1 + erf(x/sqrt(2)))` (PyTorch's default).
+    #[track_caller]
     pub fn gelu(&self) -> Tensor {
         let x = self.unary_float();
         let e = x
@@ -361,6 +403,7 @@ impl Tensor {
     /// let y = x.gelu_tanh().to_vec::<f32>().unwrap();
     /// assert!((y[0] + 0.158808).abs() < 1e-5 && y[1] == 0.0 && (y[2] - 1.954598).abs() < 1e-5);
     /// ```
+    #[track_caller]
     pub fn gelu_tanh(&self) -> Tensor {
         let x = self.unary_float();
         let cube = x.mul(&x).mul(&x);
@@ -370,11 +413,13 @@ impl Tensor {
         x.mul(&inner.tanh().add_scalar(1.0)).mul_scalar(0.5)
     }
     /// Square.
+    #[track_caller]
     pub fn square(&self) -> Tensor {
         self.mul(self)
     }
 
     /// This tensor, converted to F32 unless it is float already.
+    #[track_caller]
     pub(super) fn unary_float(&self) -> Tensor {
         if self.dtype().is_float() {
             self.clone()
@@ -388,51 +433,63 @@ impl Tensor {
         self.compare(CmpOp::Eq, Rhs::Tensor(other))
     }
     /// Elementwise `!=`.
+    #[track_caller]
     pub fn ne(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Ne, Rhs::Tensor(other))
     }
     /// Elementwise `<`.
+    #[track_caller]
     pub fn lt(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Lt, Rhs::Tensor(other))
     }
     /// Elementwise `<=`.
+    #[track_caller]
     pub fn le(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Le, Rhs::Tensor(other))
     }
     /// Elementwise `>`.
+    #[track_caller]
     pub fn gt(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Gt, Rhs::Tensor(other))
     }
     /// Elementwise `>=`.
+    #[track_caller]
     pub fn ge(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Ge, Rhs::Tensor(other))
     }
     /// `self == v`.
+    #[track_caller]
     pub fn eq_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Eq, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self != v`.
+    #[track_caller]
     pub fn ne_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Ne, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self < v`.
+    #[track_caller]
     pub fn lt_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Lt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self <= v`.
+    #[track_caller]
     pub fn le_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Le, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self > v`.
+    #[track_caller]
     pub fn gt_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Gt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self >= v`.
+    #[track_caller]
     pub fn ge_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Ge, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
 
     /// This tensor as Bool: itself, or `!= 0` (NaN is true).
+    #[track_caller]
     pub(super) fn to_bool(&self) -> Tensor {
         if self.dtype() == DType::Bool {
             self.clone()
@@ -441,22 +498,26 @@ impl Tensor {
         }
     }
     /// Logical and (nonzero is true).
+    #[track_caller]
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
         self.to_bool()
             .binary(BinaryOp::And, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical or.
+    #[track_caller]
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
         self.to_bool()
             .binary(BinaryOp::Or, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical not.
+    #[track_caller]
     pub fn logical_not(&self) -> Tensor {
         self.to_bool().unary(UnaryOp::Not)
     }
 
     /// `on_true` where `self` is true (nonzero), else `on_false`; all three
     /// broadcast together, the branches promote together.
+    #[track_caller]
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Tensor {
         let c = self.to_bool();
         let dt = result_type(&[
@@ -480,6 +541,7 @@ impl Tensor {
 }
 
 /// The op broadcasting `from` into `to` (right-aligned).
+#[track_caller]
 fn broadcast_op(from: &[SizeExpr], to: &[SizeExpr]) -> Op {
     Op::Broadcast {
         shape: to.iter().cloned().collect(),
@@ -489,6 +551,7 @@ fn broadcast_op(from: &[SizeExpr], to: &[SizeExpr]) -> Op {
 
 /// `x` broadcast to `shape`, whose dynamic sizes `other` defines, for
 /// `op` (which names the size checks it records).
+#[track_caller]
 fn broadcast_node(
     op: &'static str,
     x: &Arc<Node>,
@@ -513,6 +576,7 @@ fn broadcast_node(
 impl Tensor {
     /// Records `op` on operand nodes and wraps the result on this tensor's
     /// device.
+    #[track_caller]
     fn record_on_device(&self, op: Op, operands: [Arc<Node>; 2]) -> Tensor {
         let node = record(op, Inputs::from_iter(operands), SmallVec::new())
             .unwrap_or_else(|e| panic!("{e}"));
@@ -521,6 +585,7 @@ impl Tensor {
 }
 
 /// A comparison with an integral number keeps an integer tensor's dtype.
+#[track_caller]
 fn scalar_cmp_dtype(v: f64) -> DType {
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
         DType::I64
@@ -554,6 +619,7 @@ mod splat {
     }
 
     /// The key of `v` as `dtype` at `shape`, if the shape is static.
+    #[track_caller]
     fn key(v: f64, dtype: DType, shape: &[SizeExpr]) -> Option<Key> {
         let dims = shape
             .iter()
@@ -564,6 +630,7 @@ mod splat {
 
     /// The shared node of `v` as `dtype` broadcast to `shape`, made by
     /// `make` (and kept, when the shape is static) if there is none.
+    #[track_caller]
     pub(super) fn shared_or(
         v: f64,
         dtype: DType,

@@ -9,6 +9,7 @@ thread_local! {
 }
 
 /// True unless inside [`no_grad`].
+#[track_caller]
 pub(crate) fn grad_enabled() -> bool {
     NO_GRAD_DEPTH.with(|d| d.get() == 0)
 }
@@ -21,6 +22,7 @@ pub(crate) fn grad_enabled() -> bool {
 /// let y = lazyxla::no_grad(|| &w * 2.0);
 /// assert!(!y.is_requires_grad());
 /// ```
+#[track_caller]
 pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
     struct Restore;
     impl Drop for Restore {
@@ -36,6 +38,7 @@ pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
 /// Runs `f` with gradients recorded, even inside [`no_grad`]: a backward
 /// that differentiates a loop's body records its forward ops this way
 /// (see `autograd::loops`).
+#[track_caller]
 pub(crate) fn enable_grad<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(usize);
     impl Drop for Restore {

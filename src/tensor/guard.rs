@@ -15,6 +15,7 @@ use std::sync::Arc;
 /// `x` checked by `checks` and given the sizes `shape` (see `Op::Guard`);
 /// `others` may define the variables of `shape`. `x` itself when there is
 /// nothing to check.
+#[track_caller]
 pub(crate) fn guard_node(
     x: &Arc<Node>,
     shape: Shape,
@@ -47,6 +48,7 @@ pub(crate) fn guard_node(
 /// `x` given the sizes `shape` (same rank): each size that differs from
 /// `x`'s own is checked equal to it when the program runs. An error when
 /// a pair is proven unequal (different constants, disjoint bounds).
+#[track_caller]
 pub(crate) fn unify_node(
     op: &'static str,
     x: &Arc<Node>,
@@ -72,6 +74,7 @@ pub(crate) fn unify_node(
 
 /// `x`, about to be broadcast to `shape` (right-aligned), with each of its
 /// sizes that is not 1 unified with the size it broadcasts to.
+#[track_caller]
 pub(crate) fn unify_for_broadcast(
     op: &'static str,
     x: &Arc<Node>,
@@ -93,6 +96,7 @@ pub(crate) fn unify_for_broadcast(
 
 /// The checks that the sizes `shape` are not negative, for those whose
 /// bounds allow it; an error for a size proven negative.
+#[track_caller]
 pub(crate) fn non_negative_checks(op: &'static str, shape: &[SizeExpr]) -> Result<Vec<SizeCheck>> {
     let mut checks = Vec::new();
     for d in shape {
@@ -117,6 +121,7 @@ pub(crate) fn non_negative_checks(op: &'static str, shape: &[SizeExpr]) -> Resul
 /// `max(e, 0)`: the size a possibly-negative expression gives a shape
 /// (its check, from [`non_negative_checks`], fails the step when it is
 /// negative, so the clamp never hides one).
+#[track_caller]
 pub(crate) fn clamp_size(e: &SizeExpr) -> SizeExpr {
     if e.lo() >= 0 {
         e.clone()
@@ -128,6 +133,7 @@ pub(crate) fn clamp_size(e: &SizeExpr) -> SizeExpr {
 impl Tensor {
     /// This tensor given the sizes `shape` with their checks (see
     /// [`unify_node`]); panics when a pair is proven unequal.
+    #[track_caller]
     pub(crate) fn unify_to(
         &self,
         op: &'static str,
@@ -142,6 +148,7 @@ impl Tensor {
 
     /// This tensor, once `checks` hold when the program runs (itself when
     /// there are none); `others` may define the checks' variables.
+    #[track_caller]
     pub(crate) fn checked(&self, checks: Vec<SizeCheck>, others: &[Arc<Node>]) -> Tensor {
         if checks.is_empty() {
             return self.clone();
@@ -154,6 +161,7 @@ impl Tensor {
 
     /// The gradient of a guard: `self` (shaped like the guard's result)
     /// given `like`'s sizes under the guard's own `checks`.
+    #[track_caller]
     pub(crate) fn guard_back(&self, like: &Tensor, checks: &Arc<[SizeCheck]>) -> Tensor {
         let shape = like.shape_exprs();
         let deps = size_deps_for(&shape, &[like.node()]);

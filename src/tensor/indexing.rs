@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 impl Tensor {
     /// Slices along `dim` at the positions in the 1-D integer `index`
     /// (which may be dynamic, e.g. from `nonzero`).
+    #[track_caller]
     pub fn index_select(&self, dim: impl DimIndex, index: &Tensor) -> Tensor {
         let d = dim.resolve("index_select", &self.shape_exprs());
         Tensor::apply(Op::IndexSelect { dim: d }, &[self, index], SmallVec::new())
@@ -18,12 +19,14 @@ impl Tensor {
     /// `index` has the input's rank; outside `dim` its sizes are at most
     /// the input's (equal where a size is dynamic). The result has the
     /// index's shape.
+    #[track_caller]
     pub fn gather(&self, dim: impl DimIndex, index: &Tensor) -> Tensor {
         let d = dim.resolve("gather", &self.shape_exprs());
         Tensor::apply(Op::Gather { dim: d }, &[self, index], SmallVec::new())
     }
 
     /// `self` with slice `k` of `src` added at `index[k]` along `dim`.
+    #[track_caller]
     pub fn index_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         let d = dim.resolve("index_add", &self.shape_exprs());
         Tensor::apply(
@@ -43,6 +46,7 @@ impl Tensor {
     /// let out = Tensor::zeros(&[2], DType::F32).scatter_add(0, &idx, &src);
     /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![4.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn scatter_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         self.scatter_with(ScatterMode::Add, dim, index, src)
     }
@@ -63,10 +67,12 @@ impl Tensor {
     /// let out = Tensor::zeros(&[3, 2], DType::F32).scatter(0, &idx, &src);
     /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![0.0, 6.0, 0.0, 0.0, 5.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn scatter(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         self.scatter_with(ScatterMode::Overwrite, dim, index, src)
     }
 
+    #[track_caller]
     fn scatter_with(
         &self,
         mode: ScatterMode,
@@ -97,6 +103,7 @@ impl Tensor {
 
     /// `self` with its true-`mask` positions (row-major) replaced by the
     /// elements of the 1-D `src`, in order.
+    #[track_caller]
     pub fn masked_scatter(&self, mask: &Tensor, src: &Tensor) -> Tensor {
         Tensor::apply(
             Op::MaskedScatter,
@@ -106,6 +113,7 @@ impl Tensor {
     }
 
     /// Softmax along `dim` (stable: the maximum is subtracted first).
+    #[track_caller]
     pub fn softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("softmax", &self.shape_exprs());
         let x = if self.dtype().is_float() {
@@ -121,6 +129,7 @@ impl Tensor {
     }
 
     /// Log of softmax along `dim`, computed stably.
+    #[track_caller]
     pub fn log_softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("log_softmax", &self.shape_exprs());
         let x = if self.dtype().is_float() {

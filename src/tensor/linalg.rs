@@ -21,6 +21,7 @@ impl Tensor {
     /// let v = Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap();
     /// assert_eq!(a.matmul(&v).to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
     /// ```
+    #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         let (ra, rb) = (self.rank(), other.rank());
         if ra == 0 || rb == 0 {
@@ -129,6 +130,7 @@ impl Tensor {
 impl Tensor {
     /// The dot primitive with explicit dims (see `ir::dot`); the operands
     /// must already agree on the paired sizes.
+    #[track_caller]
     pub(crate) fn dot_general(&self, other: &Tensor, dot: Dot) -> Tensor {
         Tensor::apply(Op::Dot(dot), &[self, other], SmallVec::new())
     }

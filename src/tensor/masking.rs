@@ -24,6 +24,7 @@ impl Tensor {
     /// let y = x.masked_fill(&m, f64::NEG_INFINITY);
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![f32::NEG_INFINITY, 2.0, f32::NEG_INFINITY, 4.0]);
     /// ```
+    #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
         let op = "masked_fill";
         if mask.dtype() != DType::Bool {
@@ -84,6 +85,7 @@ impl Tensor {
     /// assert_eq!(x.tril(0).to_vec::<i64>().unwrap(), vec![1, 0, 0, 4, 5, 0, 7, 8, 9]);
     /// assert_eq!(x.tril(-1).to_vec::<i64>().unwrap(), vec![0, 0, 0, 4, 0, 0, 7, 8, 0]);
     /// ```
+    #[track_caller]
     pub fn tril(&self, k: i64) -> Tensor {
         let keep = self.diagonal_offsets("tril").le_scalar(k as f64);
         keep.where_cond(self, &self.zeros_like())
@@ -97,12 +99,14 @@ impl Tensor {
     /// let x = Tensor::from_vec((1..=6).collect::<Vec<i64>>(), &[2, 3]).unwrap();
     /// assert_eq!(x.triu(1).to_vec::<i64>().unwrap(), vec![0, 2, 3, 0, 0, 6]);
     /// ```
+    #[track_caller]
     pub fn triu(&self, k: i64) -> Tensor {
         let keep = self.diagonal_offsets("triu").ge_scalar(k as f64);
         keep.where_cond(self, &self.zeros_like())
     }
 
     /// `col - row` (I64) over the last two dims' (maybe dynamic) sizes.
+    #[track_caller]
     fn diagonal_offsets(&self, op: &'static str) -> Tensor {
         let r = self.rank();
         if r < 2 {
@@ -137,6 +141,7 @@ impl Tensor {
     /// assert_eq!(x.one_hot(3).to_vec::<i64>().unwrap(), vec![0, 0, 1, 1, 0, 0]);
     /// assert_eq!(x.one_hot(3).upper_bounds(), vec![2, 3]);
     /// ```
+    #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
         if self.dtype() != DType::I64 {
             panic!(

@@ -56,6 +56,7 @@ static NEXT_TENSOR: AtomicU64 = AtomicU64::new(0);
 
 /// The id the next tensor will get: every tensor created before this call
 /// has a smaller one.
+#[track_caller]
 pub(crate) fn next_tensor_id() -> u64 {
     NEXT_TENSOR.load(Ordering::Relaxed)
 }
@@ -116,6 +117,7 @@ impl Tensor {
     }
 
     /// Wraps a node into a new registered tensor.
+    #[track_caller]
     pub(crate) fn from_node(node: Arc<Node>, device: &Device) -> Tensor {
         let inner = Arc::new_cyclic(|weak| TensorInner {
             id: NEXT_TENSOR.fetch_add(1, Ordering::Relaxed),
@@ -142,12 +144,14 @@ impl Tensor {
     }
 
     /// The node currently computing this tensor.
+    #[track_caller]
     pub(crate) fn node(&self) -> Arc<Node> {
         self.inner.node.lock().clone()
     }
 
     /// Runs `f` on the node, under its lock: no reference to take and
     /// release when `f` only looks.
+    #[track_caller]
     pub(crate) fn with_node<R>(&self, f: impl FnOnce(&Node) -> R) -> R {
         f(&self.inner.node.lock())
     }
@@ -155,6 +159,7 @@ impl Tensor {
     /// The node to record as an operand. For a leaf that requires grad
     /// (outside `no_grad`), a copy of its node marked as that leaf, so
     /// backward knows where to accumulate.
+    #[track_caller]
     pub(crate) fn input_node(&self) -> Arc<Node> {
         self.apply_buckets();
         let mut n = self.inner.node.lock();
@@ -169,6 +174,7 @@ impl Tensor {
     }
 
     /// True when the value still has to be computed.
+    #[track_caller]
     pub(crate) fn is_pending(&self) -> bool {
         !matches!(self.inner.node.lock().op, Op::Data { .. })
     }
@@ -177,6 +183,7 @@ impl Tensor {
     /// update wins over a sync result).
     /// Returns, when it rebinds, the value the tensor had before it was
     /// `assign`ed since its last sync (`Some(None)` when it was not).
+    #[track_caller]
     pub(crate) fn rebind_if_unchanged(
         &self,
         expected: &Arc<Node>,
@@ -193,21 +200,32 @@ impl Tensor {
 
     /// The data leaf this tensor held when it was first `assign`ed since
     /// its last sync, if it was.
+    #[track_caller]
     pub(crate) fn assigned_from(&self) -> Option<Arc<Node>> {
         self.inner.before_assign.lock().clone()
     }
 
     /// Gives the tensor back the value `before` it had before a step that
     /// failed a size check (see `tensor::sync::verify`).
+    #[track_caller]
     pub(crate) fn restore_to(&self, before: Arc<Node>) {
         *self.inner.node.lock() = before;
         self.inner.before_assign.lock().take();
+    }
+
+    /// Gives back the pending `node` a read computed with another tensor
+    /// before its size check failed (see `tensor::sync::verify`), and
+    /// the value `before` it was `assign`ed, if it was.
+    pub(crate) fn restore_pending(&self, node: Arc<Node>, before: Option<Arc<Node>>) {
+        *self.inner.node.lock() = node;
+        *self.inner.before_assign.lock() = before;
     }
 
     /// After a step whose size check failed: a tensor `assign`ed since it
     /// was last computed gets back the value it had then (parameters and
     /// optimizer state keep their values, as when PyTorch raises before
     /// the update). Others keep their pending value.
+    #[track_caller]
     pub(crate) fn restore_before_assign(&self) {
         let mut n = self.inner.node.lock();
         if matches!(n.op, Op::Data { .. }) {
@@ -231,6 +249,7 @@ impl Tensor {
     /// w.assign(&(&w * 10.0));
     /// assert_eq!(alias.to_vec::<f32>().unwrap(), vec![10.0, 20.0]);
     /// ```
+    #[track_caller]
     pub fn assign(&self, value: &Tensor) {
         let new = value.node();
         assert!(
@@ -252,16 +271,19 @@ impl Tensor {
     }
 
     /// The device the tensor lives on.
+    #[track_caller]
     pub fn device(&self) -> &Device {
         &self.inner.device
     }
 
     /// The element type.
+    #[track_caller]
     pub fn dtype(&self) -> DType {
         self.inner.dtype
     }
 
     /// The number of dimensions.
+    #[track_caller]
     pub fn rank(&self) -> usize {
         self.inner.rank
     }
@@ -269,6 +291,7 @@ impl Tensor {
     /// The size of dimension `dim`: static, or dynamic with a bound.
     ///
     /// Panics when `dim` is out of range.
+    #[track_caller]
     pub fn size(&self, dim: impl DimIndex) -> SymInt {
         self.apply_buckets();
         let node = self.node();
@@ -277,6 +300,7 @@ impl Tensor {
     }
 
     /// All sizes.
+    #[track_caller]
     pub fn sizes(&self) -> Vec<SymInt> {
         self.apply_buckets();
         let node = self.node();
@@ -284,22 +308,26 @@ impl Tensor {
     }
 
     /// The static upper bound of every dimension.
+    #[track_caller]
     pub fn upper_bounds(&self) -> Vec<usize> {
         self.apply_buckets();
         self.node().bounds()
     }
 
     /// True when some dimension's size depends on data.
+    #[track_caller]
     pub fn is_dynamic(&self) -> bool {
         self.node().is_dynamic()
     }
 
     /// The shape with bounds as text, e.g. `[<=5, 2]`.
+    #[track_caller]
     pub fn shape_string(&self) -> String {
         self.apply_buckets();
         shape_string(&self.node().shape)
     }
 
+    #[track_caller]
     pub(crate) fn shape_exprs(&self) -> Shape {
         self.apply_buckets();
         self.node().shape.clone()
@@ -308,6 +336,7 @@ impl Tensor {
     /// Records `op` applied to `inputs`. `size_deps` are nodes defining
     /// size variables that the op's own arguments mention. A misuse panics
     /// with inference's message.
+    #[track_caller]
     pub(crate) fn apply(op: Op, inputs: &[&Tensor], size_deps: SmallVec<[Arc<Node>; 1]>) -> Tensor {
         match Tensor::try_apply(op, inputs, size_deps) {
             Ok(t) => t,
@@ -315,6 +344,7 @@ impl Tensor {
         }
     }
 
+    #[track_caller]
     pub(crate) fn try_apply(
         op: Op,
         inputs: &[&Tensor],
@@ -327,6 +357,7 @@ impl Tensor {
         Tensor::try_apply_on(op, inputs, size_deps, &device)
     }
 
+    #[track_caller]
     pub(crate) fn try_apply_on(
         op: Op,
         inputs: &[&Tensor],
@@ -343,13 +374,36 @@ impl Tensor {
             }
         }
         let nodes: Inputs = inputs.iter().map(|t| t.input_node()).collect();
+        if crate::runtime::auto_dynamic::any() && nodes.iter().any(|n| dynamic::has_automatic(n)) {
+            // An op that needs a size that automatic dynamic dims made
+            // dynamic static gets it specialized to its value instead.
+            let retry = (op.clone(), size_deps.clone());
+            return match record(op, nodes.clone(), size_deps) {
+                Err(crate::Error::DynamicUnsupported { .. }) => {
+                    let fixed = nodes
+                        .iter()
+                        .map(dynamic::specialized)
+                        .collect::<crate::Result<Inputs>>()?;
+                    Ok(Tensor::from_node(record(retry.0, fixed, retry.1)?, device))
+                }
+                r => Ok(Tensor::from_node(r?, device)),
+            };
+        }
         Ok(Tensor::from_node(record(op, nodes, size_deps)?, device))
     }
+}
+
+/// Runs `f` as the sync site `kind` at the caller's line (see
+/// `runtime::diagnose`): a public op that may run a program.
+#[track_caller]
+pub(crate) fn at_site<R>(kind: &'static str, f: impl FnOnce() -> R) -> R {
+    crate::runtime::diagnose::with_site(kind, std::panic::Location::caller(), f)
 }
 
 /// Records `op` on operand nodes: inference, then one node. Internal
 /// intermediates (a scalar and its broadcast) are recorded this way
 /// without a `Tensor` around them; their device is their consumer's.
+#[track_caller]
 pub(crate) fn record(
     op: Op,
     nodes: Inputs,
@@ -364,6 +418,7 @@ pub(crate) fn record(
 
 /// A user-facing size for dimension expression `e` of `node`, anchored to
 /// the node while any of its variables is still uncomputed.
+#[track_caller]
 fn sym(node: &Arc<Node>, e: &SizeExpr) -> SymInt {
     let mut anchors = SmallVec::new();
     if e.as_const().is_none() {
@@ -374,6 +429,7 @@ fn sym(node: &Arc<Node>, e: &SizeExpr) -> SymInt {
 
 /// Nodes to record as size dependencies for `exprs`: `candidates` when any
 /// variable of `exprs` is still uncomputed.
+#[track_caller]
 pub(crate) fn size_deps_for(
     exprs: &[SizeExpr],
     candidates: &[Arc<Node>],
@@ -413,12 +469,14 @@ pub(crate) struct GradSlot {
 
 impl GradSlot {
     /// Locks the gradient for reading or writing.
+    #[track_caller]
     pub fn lock(&self) -> parking_lot::MutexGuard<'_, Option<Tensor>> {
         self.touched.store(true, Ordering::Relaxed);
         self.value.lock()
     }
 
     /// True when there is no gradient.
+    #[track_caller]
     pub fn is_none(&self) -> bool {
         !self.touched.load(Ordering::Relaxed) || self.lock().is_none()
     }

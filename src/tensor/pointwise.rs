@@ -28,6 +28,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![-2.0f32, 0.5, 3.0], &[3]).unwrap();
     /// assert_eq!(x.clamp_min(0.0).to_vec::<f32>().unwrap(), vec![0.0, 0.5, 3.0]);
     /// ```
+    #[track_caller]
     pub fn clamp_min(&self, lo: f64) -> Tensor {
         self.clamp_scalar(lo, true)
     }
@@ -40,10 +41,12 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![-2.0f32, 0.5, 3.0], &[3]).unwrap();
     /// assert_eq!(x.clamp_max(1.0).to_vec::<f32>().unwrap(), vec![-2.0, 0.5, 1.0]);
     /// ```
+    #[track_caller]
     pub fn clamp_max(&self, hi: f64) -> Tensor {
         self.clamp_scalar(hi, false)
     }
 
+    #[track_caller]
     fn clamp_scalar(&self, bound: f64, lower: bool) -> Tensor {
         let dt = result_type(&[
             (self.dtype(), priority(self)),
@@ -76,6 +79,7 @@ impl Tensor {
     /// let y = x.clamp_tensor(&lo, &hi);
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn clamp_tensor(&self, lo: &Tensor, hi: &Tensor) -> Tensor {
         let dt = result_type(&[
             (self.dtype(), priority(self)),
@@ -116,6 +120,7 @@ impl Tensor {
     /// assert_eq!(y[0], 0.0);
     /// assert!((y[1] - 0.7310586).abs() < 1e-6);
     /// ```
+    #[track_caller]
     pub fn silu(&self) -> Tensor {
         let x = self.unary_float();
         &x * &x.sigmoid()
@@ -129,6 +134,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![-2.0f32, 3.0], &[2]).unwrap();
     /// assert_eq!(x.leaky_relu(0.1).to_vec::<f32>().unwrap(), vec![-0.2, 3.0]);
     /// ```
+    #[track_caller]
     pub fn leaky_relu(&self, slope: f64) -> Tensor {
         let x = self.unary_float();
         x.gt_scalar(0.0).where_cond(&x, &(&x * slope))
@@ -142,6 +148,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![0.0f32, 2.0, -1000.0], &[3]).unwrap();
     /// assert_eq!(x.elu(1.5).to_vec::<f32>().unwrap(), vec![0.0, 2.0, -1.5]);
     /// ```
+    #[track_caller]
     pub fn elu(&self, alpha: f64) -> Tensor {
         let x = self.unary_float();
         let positive = x.gt_scalar(0.0);
@@ -160,6 +167,7 @@ impl Tensor {
     /// assert!((y[0] - 2f32.ln()).abs() < 1e-6);
     /// assert_eq!(y[1], 30.0);
     /// ```
+    #[track_caller]
     pub fn softplus(&self) -> Tensor {
         const THRESHOLD: f64 = 20.0;
         let x = self.unary_float();
@@ -178,6 +186,7 @@ impl Tensor {
     /// let y = x.log1p().to_vec::<f32>().unwrap();
     /// assert!((y[0] - 1e-10).abs() < 1e-16 && y[1] == 0.0);
     /// ```
+    #[track_caller]
     pub fn log1p(&self) -> Tensor {
         self.unary(UnaryOp::Log1p)
     }
@@ -190,6 +199,7 @@ impl Tensor {
     /// let y = x.expm1().to_vec::<f32>().unwrap();
     /// assert!((y[0] - 1e-10).abs() < 1e-16 && y[1] == 0.0);
     /// ```
+    #[track_caller]
     pub fn expm1(&self) -> Tensor {
         self.unary(UnaryOp::Expm1)
     }
@@ -202,6 +212,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![-1.5f32, 0.2, 2.0], &[3]).unwrap();
     /// assert_eq!(x.ceil().to_vec::<f32>().unwrap(), vec![-1.0, 1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn ceil(&self) -> Tensor {
         self.rounding(UnaryOp::Ceil)
     }
@@ -215,10 +226,12 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![0.5f32, 1.5, 2.5, -2.5, 2.6], &[5]).unwrap();
     /// assert_eq!(x.round().to_vec::<f32>().unwrap(), vec![0.0, 2.0, 2.0, -2.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn round(&self) -> Tensor {
         self.rounding(UnaryOp::RoundNearestEven)
     }
 
+    #[track_caller]
     fn rounding(&self, op: UnaryOp) -> Tensor {
         if self.dtype().is_float() {
             self.unary(op)
@@ -235,6 +248,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![f32::NAN, 1.0, f32::INFINITY], &[3]).unwrap();
     /// assert_eq!(x.isnan().to_vec::<bool>().unwrap(), vec![true, false, false]);
     /// ```
+    #[track_caller]
     pub fn isnan(&self) -> Tensor {
         if self.dtype().is_float() {
             // NaN is the only value unequal to itself.
@@ -252,6 +266,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![f32::NAN, 1.0, f32::NEG_INFINITY], &[3]).unwrap();
     /// assert_eq!(x.isfinite().to_vec::<bool>().unwrap(), vec![false, true, false]);
     /// ```
+    #[track_caller]
     pub fn isfinite(&self) -> Tensor {
         if self.dtype().is_float() {
             self.unary(UnaryOp::IsFinite)

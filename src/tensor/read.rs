@@ -14,24 +14,38 @@ use std::sync::Arc;
 impl Tensor {
     /// Computes the tensor if needed and copies its real elements to the
     /// host.
+    #[track_caller]
     pub(crate) fn to_host(&self) -> Result<HostArray> {
-        let (host, read) = self.download()?;
+        let (host, read) = self.download(true)?;
         // The step that computed the value may not have had its size
         // checks read yet: read them now, after the transfer has waited
         // for its program. A failed step restores a tensor it assigned (then
-        // read the restored value) or fails its results.
+        // read the restored value), leaves a read computed with other
+        // tensors pending (then compute it alone), or fails its results.
         match sync::verify() {
             Ok(()) => Ok(host),
             Err(e) if Arc::ptr_eq(&read, &self.node()) => Err(e),
-            Err(_) => self.download().map(|(host, _)| host),
+            Err(_) => {
+                let (host, read) = self.download(false)?;
+                match sync::verify() {
+                    Ok(()) => Ok(host),
+                    Err(e) if Arc::ptr_eq(&read, &self.node()) => Err(e),
+                    Err(_) => self.download(false).map(|(host, _)| host),
+                }
+            }
         }
     }
 
     /// [`Tensor::to_host`] without the step's size checks; also returns the
-    /// node read.
-    fn download(&self) -> Result<(HostArray, Arc<crate::ir::Node>)> {
+    /// node read. With `sharing`, a pending tensor is computed with the
+    /// live tensors that share its pending work (`sync::with_sharing`).
+    #[track_caller]
+    fn download(&self, sharing: bool) -> Result<(HostArray, Arc<crate::ir::Node>)> {
         if self.is_pending() {
-            sync::sync_tensors(std::slice::from_ref(self))?;
+            match sharing {
+                true => sync::sync_read(&sync::with_sharing(self))?,
+                false => sync::sync_tensors(std::slice::from_ref(self))?,
+            }
         }
         let node = self.node();
         let data = crate::runtime::device_data::of(&node).ok_or_else(|| {
@@ -61,65 +75,77 @@ impl Tensor {
 
     /// The elements in row-major order (a dynamic tensor gives its real
     /// elements only). `T` must be the tensor's dtype.
+    #[track_caller]
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        Ok(self.to_ndarray::<T>()?.iter().copied().collect())
+        crate::tensor::at_site("to_vec", || {
+            Ok(self.to_ndarray::<T>()?.iter().copied().collect())
+        })
     }
 
     /// The value as an ndarray of the real shape.
+    #[track_caller]
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
-        if T::DTYPE != self.dtype() {
-            return Err(Error::dtype(
-                "to_vec",
-                format!(
-                    "the tensor holds {} but {} was asked for; call to_dtype({:?}) first",
-                    self.dtype(),
-                    T::DTYPE,
-                    T::DTYPE
-                ),
-            ));
-        }
-        let host = self.to_host()?;
-        T::from_host(&host)
-            .cloned()
-            .ok_or_else(|| Error::internal("to_vec", "backend returned another dtype"))
+        crate::tensor::at_site("to_ndarray", || {
+            if T::DTYPE != self.dtype() {
+                return Err(Error::dtype(
+                    "to_vec",
+                    format!(
+                        "the tensor holds {} but {} was asked for; call to_dtype({:?}) first",
+                        self.dtype(),
+                        T::DTYPE,
+                        T::DTYPE
+                    ),
+                ));
+            }
+            let host = self.to_host()?;
+            T::from_host(&host)
+                .cloned()
+                .ok_or_else(|| Error::internal("to_vec", "backend returned another dtype"))
+        })
     }
 
     /// The single element of a tensor with one element.
+    #[track_caller]
     pub fn item<T: Element>(&self) -> Result<T> {
-        let v = self.to_vec::<T>()?;
-        if v.len() != 1 {
-            return Err(Error::invalid(
-                "item",
-                format!(
-                    "the tensor has {} elements (shape {}); item needs exactly one",
-                    v.len(),
-                    self.shape_string()
-                ),
-            ));
-        }
-        Ok(v[0])
+        crate::tensor::at_site("item", || {
+            let v = self.to_vec::<T>()?;
+            if v.len() != 1 {
+                return Err(Error::invalid(
+                    "item",
+                    format!(
+                        "the tensor has {} elements (shape {}); item needs exactly one",
+                        v.len(),
+                        self.shape_string()
+                    ),
+                ));
+            }
+            Ok(v[0])
+        })
     }
 
     /// The real sizes, materialising dynamic ones (counts
     /// `SizeMaterialization` once per call that has to run or read
     /// anything).
+    #[track_caller]
     pub fn concrete_shape(&self) -> Result<Vec<usize>> {
-        let sizes = self.sizes();
-        let dynamic: Vec<&SymInt> = sizes.iter().filter(|s| s.is_dynamic()).collect();
-        if dynamic.is_empty() {
-            return Ok(sizes
-                .iter()
-                .map(|s| s.as_static().unwrap_or(0) as usize)
-                .collect());
-        }
-        let exprs: Vec<_> = sizes.iter().map(|s| s.expr.clone()).collect();
-        let mut anchors: Vec<Arc<crate::ir::Node>> = Vec::new();
-        for a in sizes.iter().flat_map(|s| &s.anchors) {
-            if !anchors.iter().any(|b| Arc::ptr_eq(a, b)) {
-                anchors.push(a.clone());
+        crate::tensor::at_site("concrete_shape", || {
+            let sizes = self.sizes();
+            let dynamic: Vec<&SymInt> = sizes.iter().filter(|s| s.is_dynamic()).collect();
+            if dynamic.is_empty() {
+                return Ok(sizes
+                    .iter()
+                    .map(|s| s.as_static().unwrap_or(0) as usize)
+                    .collect());
             }
-        }
-        let values = materialize::materialize_all(&exprs, &anchors)?;
-        Ok(values.into_iter().map(|v| v.max(0) as usize).collect())
+            let exprs: Vec<_> = sizes.iter().map(|s| s.expr.clone()).collect();
+            let mut anchors: Vec<Arc<crate::ir::Node>> = Vec::new();
+            for a in sizes.iter().flat_map(|s| &s.anchors) {
+                if !anchors.iter().any(|b| Arc::ptr_eq(a, b)) {
+                    anchors.push(a.clone());
+                }
+            }
+            let values = materialize::materialize_all(&exprs, &anchors)?;
+            Ok(values.into_iter().map(|v| v.max(0) as usize).collect())
+        })
     }
 }

@@ -18,6 +18,7 @@ use smallvec::SmallVec;
 
 /// A `usize` size as an expression (saturating, so an absurd size is
 /// rejected by inference as too large instead of wrapping negative).
+#[track_caller]
 fn size(n: usize) -> SizeExpr {
     SizeExpr::constant(i64::try_from(n).unwrap_or(i64::MAX))
 }
@@ -37,6 +38,7 @@ impl Tensor {
     /// assert_eq!(y.upper_bounds(), vec![3, 3]);
     /// assert_eq!(y.to_vec::<i64>().unwrap(), vec![-1, -1, -1, 1, 2, -1, 3, 4, -1]);
     /// ```
+    #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Tensor {
         if pads.len() > self.rank() {
             panic!(
@@ -78,6 +80,7 @@ impl Tensor {
 
     /// A constant tensor of `shape` (whose dynamic sizes are this
     /// tensor's) with this tensor's dtype and device.
+    #[track_caller]
     fn filled_like(&self, shape: Shape, value: f64) -> Tensor {
         let node = self.node();
         let deps = super::size_deps_for(&shape, std::slice::from_ref(&node));
@@ -98,7 +101,11 @@ impl Tensor {
     /// assert_eq!(parts.len(), 3);
     /// assert_eq!(parts[2].to_vec::<i64>().unwrap(), vec![4]);
     /// ```
+    #[track_caller]
     pub fn split(&self, size: usize, dim: impl DimIndex) -> Vec<Tensor> {
+        if let Some(x) = self.with_automatic_static() {
+            return x.split(size, dim);
+        }
         let (d, n) = self.static_dim("split", dim);
         if size == 0 {
             if n != 0 {
@@ -138,7 +145,11 @@ impl Tensor {
     /// assert_eq!(parts[0].to_vec::<i64>().unwrap(), vec![0, 1, 3, 4]);
     /// assert_eq!(parts[1].to_vec::<i64>().unwrap(), vec![2, 5]);
     /// ```
+    #[track_caller]
     pub fn chunk(&self, chunks: usize, dim: impl DimIndex) -> Vec<Tensor> {
+        if let Some(x) = self.with_automatic_static() {
+            return x.chunk(chunks, dim);
+        }
         let (d, n) = self.static_dim("chunk", dim);
         if chunks == 0 {
             panic!(
@@ -160,6 +171,7 @@ impl Tensor {
 
     /// `dim` resolved and its static size, or a panic naming `op` when it
     /// is dynamic.
+    #[track_caller]
     fn static_dim(&self, op: &'static str, dim: impl DimIndex) -> (usize, usize) {
         let shape = self.shape_exprs();
         let d = dim.resolve(op, &shape);
@@ -191,6 +203,7 @@ impl Tensor {
     /// assert_eq!(y.upper_bounds(), vec![2, 4]);
     /// assert_eq!(y.to_vec::<i64>().unwrap(), vec![1, 2, 1, 2, 1, 2, 1, 2]);
     /// ```
+    #[track_caller]
     pub fn repeat(&self, repeats: &[usize]) -> Tensor {
         let r = self.rank();
         if repeats.len() < r {
@@ -255,6 +268,7 @@ impl Tensor {
     /// let v = x.flatten().masked_select(&x.flatten().lt_scalar(4.0)); // 4 of at most 6
     /// assert_eq!(v.flip(&[0]).to_vec::<i64>().unwrap(), vec![3, 2, 1, 0]);
     /// ```
+    #[track_caller]
     pub fn flip(&self, dims: &[usize]) -> Tensor {
         let shape = self.shape_exprs();
         let mut ds: Vec<usize> = dims.iter().map(|&d| d.resolve("flip", &shape)).collect();
@@ -292,6 +306,7 @@ impl Tensor {
     /// let v = x.masked_select(&x.gt_scalar(0.0)); // [1, 2, 3, 4] of at most 5
     /// assert_eq!(v.roll(1, 0).to_vec::<i64>().unwrap(), vec![4, 1, 2, 3]);
     /// ```
+    #[track_caller]
     pub fn roll(&self, shift: i64, dim: impl DimIndex) -> Tensor {
         let shape = self.shape_exprs();
         let d = dim.resolve("roll", &shape);
@@ -321,6 +336,7 @@ impl Tensor {
 
     /// `shift` as an I64 scalar on this tensor's device: an inline
     /// constant when an f64 holds it exactly, else device data.
+    #[track_caller]
     fn shift_scalar(&self, shift: i64) -> Tensor {
         const EXACT: i64 = 1 << 53;
         if (-EXACT..=EXACT).contains(&shift) {

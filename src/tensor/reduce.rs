@@ -8,6 +8,7 @@ use crate::symint::{Shape, SizeExpr};
 use smallvec::SmallVec;
 
 impl Tensor {
+    #[track_caller]
     fn resolve_dims<D: DimIndex>(&self, op: &'static str, dims: &[D]) -> Vec<usize> {
         let shape = self.shape_exprs();
         let mut ds: Vec<usize> = dims.iter().map(|d| d.resolve(op, &shape)).collect();
@@ -22,6 +23,7 @@ impl Tensor {
         ds
     }
 
+    #[track_caller]
     fn reduce(&self, kind: ReduceKind, dims: Vec<usize>, keepdim: bool) -> Tensor {
         let x = match (kind, self.dtype()) {
             (ReduceKind::Sum | ReduceKind::Prod, DType::Bool | DType::I32) => {
@@ -48,6 +50,7 @@ impl Tensor {
     /// Max and min have no identity: reducing a dimension that is
     /// statically empty is an error, as in PyTorch. (A dynamic dimension
     /// whose real size is 0 reduces to the identity of XLA's reduction.)
+    #[track_caller]
     fn check_nonempty(&self, op: &'static str, dims: &[usize]) {
         let shape = self.shape_exprs();
         if let Some(&d) = dims.iter().find(|&&d| shape[d].as_const() == Some(0)) {
@@ -66,11 +69,13 @@ impl Tensor {
 
     /// The maximum over `dim`, kept as size 1, without the emptiness check
     /// (for softmax, whose result over an empty dim is empty anyway).
+    #[track_caller]
     pub(crate) fn max_keepdim_unchecked(&self, dim: usize) -> Tensor {
         self.reduce(ReduceKind::Max, vec![dim], true)
     }
 
     /// `reduced` with size-1 dims put back at `dims` of `original`.
+    #[track_caller]
     pub(crate) fn keep_dims(&self, original: &Tensor, dims: &[usize]) -> Tensor {
         let shape: Shape = original
             .shape_exprs()
@@ -88,17 +93,20 @@ impl Tensor {
     }
 
     /// The sum of all elements (bool and i32 sum to i64, as in PyTorch).
+    #[track_caller]
     pub fn sum(&self) -> Tensor {
         self.reduce(ReduceKind::Sum, (0..self.rank()).collect(), false)
     }
 
     /// The sum over `dims`, keeping them as size 1 when `keepdim`.
+    #[track_caller]
     pub fn sum_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("sum_dims", dims);
         self.reduce(ReduceKind::Sum, ds, keepdim)
     }
 
     /// The mean of all elements (integers give F32).
+    #[track_caller]
     pub fn mean(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
         self.mean_over(all, false)
@@ -106,11 +114,13 @@ impl Tensor {
 
     /// The mean over `dims`. Over a dynamic dimension it divides by the real
     /// size, not the bound.
+    #[track_caller]
     pub fn mean_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("mean_dims", dims);
         self.mean_over(ds, keepdim)
     }
 
+    #[track_caller]
     fn mean_over(&self, dims: Vec<usize>, keepdim: bool) -> Tensor {
         let x = if self.dtype().is_float() {
             self.clone()
@@ -132,6 +142,7 @@ impl Tensor {
     }
 
     /// A size expression of this tensor's shape as an I64 scalar tensor.
+    #[track_caller]
     pub(crate) fn size_value(&self, e: SizeExpr) -> Tensor {
         let node = self.node();
         let deps = size_deps_for(std::slice::from_ref(&e), std::slice::from_ref(&node));
@@ -152,12 +163,14 @@ impl Tensor {
     /// assert_eq!(p.item::<f32>().unwrap(), 0.0);
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), vec![0.0, 6.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn prod(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
         self.prod_dims(&all)
     }
 
     /// The product over `dims` (sorted, distinct), removed from the shape.
+    #[track_caller]
     pub(crate) fn prod_dims(&self, dims: &[usize]) -> Tensor {
         self.reduce(ReduceKind::Prod, dims.to_vec(), false)
     }
@@ -172,6 +185,7 @@ impl Tensor {
     /// assert!(x.any().item::<bool>().unwrap());
     /// assert!(!x.masked_select(&x.eq_scalar(0.0)).any().item::<bool>().unwrap());
     /// ```
+    #[track_caller]
     pub fn any(&self) -> Tensor {
         // A count of true elements: the sum ignores a dynamic dim's padding.
         self.to_bool().to_dtype(DType::I64).sum().gt_scalar(0.0)
@@ -187,6 +201,7 @@ impl Tensor {
     /// assert!(!x.all().item::<bool>().unwrap());
     /// assert!(x.masked_select(&x.gt_scalar(0.0)).all().item::<bool>().unwrap());
     /// ```
+    #[track_caller]
     pub fn all(&self) -> Tensor {
         self.to_bool()
             .logical_not()
@@ -196,6 +211,7 @@ impl Tensor {
     }
 
     /// The largest element.
+    #[track_caller]
     pub fn max(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
         self.check_nonempty("max", &all);
@@ -203,6 +219,7 @@ impl Tensor {
     }
 
     /// The largest elements over `dims`.
+    #[track_caller]
     pub fn max_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("max_dims", dims);
         self.check_nonempty("max_dims", &ds);
@@ -210,6 +227,7 @@ impl Tensor {
     }
 
     /// The smallest element.
+    #[track_caller]
     pub fn min(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
         self.check_nonempty("min", &all);
@@ -217,6 +235,7 @@ impl Tensor {
     }
 
     /// The smallest elements over `dims`.
+    #[track_caller]
     pub fn min_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("min_dims", dims);
         self.check_nonempty("min_dims", &ds);
@@ -224,6 +243,7 @@ impl Tensor {
     }
 
     /// The index (I64) of the first largest element along `dim`.
+    #[track_caller]
     pub fn argmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmax", &self.shape_exprs());
         self.check_nonempty("argmax", &[d]);
@@ -238,6 +258,7 @@ impl Tensor {
     }
 
     /// The index (I64) of the first smallest element along `dim`.
+    #[track_caller]
     pub fn argmin(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmin", &self.shape_exprs());
         self.check_nonempty("argmin", &[d]);

@@ -26,6 +26,7 @@ impl Tensor {
     /// assert!((y[1] - 2f32.ln()).abs() < 1e-6);
     /// assert_eq!(x.logsumexp(0, true).upper_bounds(), vec![1, 2]);
     /// ```
+    #[track_caller]
     pub fn logsumexp(&self, dim: impl DimIndex, keepdim: bool) -> Tensor {
         if self.rank() == 0 {
             // PyTorch reduces a 0-d tensor as one element along dim 0 or -1.
@@ -62,6 +63,7 @@ impl Tensor {
     /// assert_eq!(x.var(1, false).to_vec::<f32>().unwrap(), vec![1.0, 4.0]);
     /// assert_eq!(x.var(0, true).upper_bounds(), vec![1, 3]);
     /// ```
+    #[track_caller]
     pub fn var(&self, dim: impl DimIndex, keepdim: bool) -> Tensor {
         self.variance("var", dim, keepdim)
     }
@@ -74,10 +76,12 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 5.0], &[3]).unwrap();
     /// assert_eq!(x.std(0, false).item::<f32>().unwrap(), 2.0);
     /// ```
+    #[track_caller]
     pub fn std(&self, dim: impl DimIndex, keepdim: bool) -> Tensor {
         self.variance("std", dim, keepdim).sqrt()
     }
 
+    #[track_caller]
     fn variance(&self, op: &'static str, dim: impl DimIndex, keepdim: bool) -> Tensor {
         self.require_float(op);
         if self.rank() == 0 {

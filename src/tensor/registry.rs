@@ -21,6 +21,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 
 /// Records a tensor that may hold pending work; returns its slot, which
 /// the tensor passes to [`unregister`] when it is dropped.
+#[track_caller]
 pub(crate) fn register(t: Weak<TensorInner>) -> usize {
     let mut r = REGISTRY.lock();
     match r.free.pop() {
@@ -36,6 +37,7 @@ pub(crate) fn register(t: Weak<TensorInner>) -> usize {
 }
 
 /// Frees the slot of a dropped tensor.
+#[track_caller]
 pub(crate) fn unregister(slot: usize) {
     let mut r = REGISTRY.lock();
     // Taking the `Weak` out runs no tensor destructor (it is already
@@ -46,15 +48,18 @@ pub(crate) fn unregister(slot: usize) {
 }
 
 /// Every live tensor whose value is not computed yet, in creation order.
+#[track_caller]
 pub(crate) fn pending() -> Vec<Tensor> {
     live_where(Tensor::is_pending)
 }
 
 /// Every live tensor, in creation order.
+#[track_caller]
 pub(crate) fn live() -> Vec<Tensor> {
     live_where(|_| true)
 }
 
+#[track_caller]
 fn live_where(keep: impl Fn(&Tensor) -> bool) -> Vec<Tensor> {
     // Upgrade under the lock but drop the strong handles after releasing
     // it: dropping the last handle of a tensor re-enters the registry.
@@ -72,6 +77,7 @@ fn live_where(keep: impl Fn(&Tensor) -> bool) -> Vec<Tensor> {
 }
 
 /// The number of live tensors in the registry.
+#[track_caller]
 pub(crate) fn len() -> usize {
     let r = REGISTRY.lock();
     r.slots.len() - r.free.len()

@@ -14,6 +14,7 @@ use std::sync::Arc;
 impl Tensor {
     /// Replaces the node unconditionally (the replay holds the sync lock
     /// while it binds its results).
+    #[track_caller]
     pub(crate) fn rebind(&self, new: Arc<Node>) {
         *self.inner.node.lock() = new;
         self.inner.before_assign.lock().take();
@@ -31,6 +32,7 @@ impl Tensor {
     /// This is a captured step's cheapest rebinding: no tensor, node or
     /// data to allocate, nothing to free but the old buffer and sizes,
     /// and for a static result not even a shape to rebuild.
+    #[track_caller]
     pub(crate) fn write_result(
         &self,
         fits: impl FnOnce(&Node) -> bool,
@@ -66,6 +68,7 @@ impl Tensor {
     /// and the node by this tensor alone: besides `data` itself (the one
     /// other reference the caller holds), nothing can read the value once
     /// the tensor takes a new one.
+    #[track_caller]
     pub(crate) fn holds_alone(&self, data: &Arc<DeviceData>) -> bool {
         let n = self.inner.node.lock();
         Arc::strong_count(&n) == 1
@@ -79,6 +82,7 @@ impl Tensor {
     /// handle, no weak reference but the registry's, and no gradient state
     /// (the replay may then reuse a tensor it returned before for its next
     /// result).
+    #[track_caller]
     pub(crate) fn is_sole_handle(&self) -> bool {
         Arc::strong_count(&self.inner) == 1 && Arc::weak_count(&self.inner) == 1 && {
             // Pairs with the release in the drop of every other handle:
@@ -98,6 +102,7 @@ pub(crate) struct DataLeafMut<'a> {
 
 impl DataLeafMut<'_> {
     /// Dimension `d`, dynamic, now has size `e`, held by `cell`.
+    #[track_caller]
     pub fn set_size(
         &mut self,
         d: usize,
@@ -111,6 +116,7 @@ impl DataLeafMut<'_> {
     }
 
     /// The elements are now in `buffer`.
+    #[track_caller]
     pub fn set_buffer(&mut self, buffer: crate::backend::DeviceBuffer) {
         self.data.set_buffer(buffer);
     }

@@ -18,6 +18,7 @@ impl Tensor {
     ///
     /// A dynamic tensor can be reshaped when the element counts are equal as
     /// expressions and the result has at most one dynamic dimension.
+    #[track_caller]
     pub fn reshape(&self, shape: &[i64]) -> Tensor {
         let input = self.shape_exprs();
         let numel = input.iter().fold(SizeExpr::constant(1), |a, d| a.mul(d));
@@ -63,6 +64,7 @@ impl Tensor {
     /// when the count is certainly no multiple, or when the new count
     /// cannot be written on one dimension (more than one dynamic
     /// dimension, or `known` not a multiple of the static ones).
+    #[track_caller]
     fn dividing(
         &self,
         input: &[SizeExpr],
@@ -113,6 +115,7 @@ impl Tensor {
     /// let back = flat.reshape_sym(&[n, SymInt::from(2)]);
     /// assert_eq!((&back - &x).abs().sum().item::<f32>().unwrap(), 0.0);
     /// ```
+    #[track_caller]
     pub fn reshape_sym(&self, sizes: &[SymInt]) -> Tensor {
         let input = self.shape_exprs();
         let shape = size_args("reshape_sym", sizes);
@@ -147,6 +150,7 @@ impl Tensor {
     /// pairs of a count `n`), checked equal to it when the program runs
     /// and given the count `to`. `None` when they can never be equal, or
     /// when `to` cannot be written on the input's one dynamic dimension.
+    #[track_caller]
     fn counting(
         &self,
         input: &[SizeExpr],
@@ -177,12 +181,14 @@ impl Tensor {
     }
 
     /// Reshape to size expressions; `others` may define their variables.
+    #[track_caller]
     pub(crate) fn reshape_exprs(&self, shape: Shape, others: &[&Tensor]) -> Tensor {
         let candidates: Vec<_> = others.iter().map(|t| t.node()).collect();
         self.reshape_to(shape, &candidates)
     }
 
     /// Reshape to size expressions; `candidates` may define their variables.
+    #[track_caller]
     fn reshape_to(&self, shape: Shape, candidates: &[Arc<Node>]) -> Tensor {
         if shape == self.shape_exprs() {
             return self.clone();
@@ -192,11 +198,13 @@ impl Tensor {
     }
 
     /// All elements in one dimension.
+    #[track_caller]
     pub fn flatten(&self) -> Tensor {
         self.reshape(&[-1])
     }
 
     /// Dimensions reordered: output dim `i` is input dim `perm[i]`.
+    #[track_caller]
     pub fn permute<D: DimIndex>(&self, perm: &[D]) -> Tensor {
         let shape = self.shape_exprs();
         if perm.len() != shape.len() {
@@ -225,6 +233,7 @@ impl Tensor {
     }
 
     /// Dimensions `d0` and `d1` swapped.
+    #[track_caller]
     pub fn transpose(&self, d0: impl DimIndex, d1: impl DimIndex) -> Tensor {
         let shape = self.shape_exprs();
         let (a, b) = (
@@ -237,6 +246,7 @@ impl Tensor {
     }
 
     /// A size-1 dimension inserted at `dim` (in `0..=rank`).
+    #[track_caller]
     pub fn unsqueeze(&self, dim: impl DimIndex) -> Tensor {
         let mut shape = self.shape_exprs();
         let d = resolve_in(dim.signed(), "unsqueeze", &shape, shape.len() + 1);
@@ -246,6 +256,7 @@ impl Tensor {
 
     /// Dimension `dim` removed if its size is 1; otherwise the tensor is
     /// returned unchanged (as in PyTorch; a dynamic dim is never removed).
+    #[track_caller]
     pub fn squeeze(&self, dim: impl DimIndex) -> Tensor {
         let mut shape = self.shape_exprs();
         let d = dim.resolve("squeeze", &shape);
@@ -259,6 +270,7 @@ impl Tensor {
     /// This tensor repeated along size-1 dims to `sizes` (right-aligned,
     /// new leading dims allowed). A size of `-1` keeps the dim; sizes may be
     /// dynamic.
+    #[track_caller]
     pub fn expand(&self, sizes: &[SymInt]) -> Tensor {
         let input = self.shape_exprs();
         if sizes.len() < input.len() {
@@ -322,6 +334,7 @@ impl Tensor {
 
     /// Tensors joined along `dim` (dtypes promote; other dims must match).
     /// Along a dynamic dim the size is the sum of the sizes.
+    #[track_caller]
     pub fn cat(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
         let first = tensors
             .first()
@@ -363,6 +376,7 @@ impl Tensor {
     }
 
     /// Tensors of one shape stacked along a new dimension `dim`.
+    #[track_caller]
     pub fn stack(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
         let first = tensors
             .first()
@@ -410,6 +424,7 @@ impl Tensor {
     /// assert_eq!(real.narrow(0, 0, 2).to_vec::<i64>().unwrap(), [1, 2]);
     /// assert!(real.narrow(0, 0, 4).to_vec::<i64>().is_err()); // only 3
     /// ```
+    #[track_caller]
     pub fn narrow(&self, dim: impl DimIndex, start: usize, len: usize) -> Tensor {
         let shape = self.shape_exprs();
         let d = dim.resolve("narrow", &shape);
@@ -440,6 +455,7 @@ impl Tensor {
     /// assert_eq!(first.size(0).to_string(), "<=2");
     /// assert_eq!(first.to_vec::<i64>().unwrap(), [2, 3]);
     /// ```
+    #[track_caller]
     pub fn slice(&self, dim: impl DimIndex, range: impl std::ops::RangeBounds<usize>) -> Tensor {
         use std::ops::Bound;
         let shape = self.shape_exprs();

@@ -27,6 +27,7 @@ impl Tensor {
     /// let (_, i) = x.sort(0, true);
     /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0, 3, 2]);
     /// ```
+    #[track_caller]
     pub fn sort(&self, dim: impl DimIndex, descending: bool) -> (Tensor, Tensor) {
         let d = dim.resolve("sort", &self.shape_exprs());
         let idx = self.argsort(d, descending);
@@ -42,6 +43,7 @@ impl Tensor {
     /// assert_eq!(x.argsort(1, false).to_vec::<i64>().unwrap(), vec![1, 0, 0, 1]);
     /// assert_eq!(x.argsort(0, true).to_vec::<i64>().unwrap(), vec![0, 1, 1, 0]);
     /// ```
+    #[track_caller]
     pub fn argsort(&self, dim: impl DimIndex, descending: bool) -> Tensor {
         let d = dim.resolve("argsort", &self.shape_exprs());
         let op = Op::Argsort {
@@ -74,6 +76,7 @@ impl Tensor {
     /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![0.5, 1.0]);
     /// assert_eq!(v.size(0).as_static(), Some(2));
     /// ```
+    #[track_caller]
     pub fn topk(&self, k: usize, dim: impl DimIndex, largest: bool) -> (Tensor, Tensor) {
         let shape = self.shape_exprs();
         let d = dim.resolve("topk", &shape);

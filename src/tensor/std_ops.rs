@@ -11,48 +11,56 @@ macro_rules! tensor_binop {
     ($trait:ident, $method:ident, $op:expr) => {
         impl std::ops::$trait<&Tensor> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
                 self.binary($op, Rhs::Tensor(rhs))
             }
         }
         impl std::ops::$trait<Tensor> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
                 self.binary($op, Rhs::Tensor(&rhs))
             }
         }
         impl std::ops::$trait<&Tensor> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
                 self.binary($op, Rhs::Tensor(rhs))
             }
         }
         impl std::ops::$trait<Tensor> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
                 self.binary($op, Rhs::Tensor(&rhs))
             }
         }
         impl std::ops::$trait<f64> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: f64) -> Tensor {
                 self.binary($op, Rhs::Scalar(rhs, DType::F64))
             }
         }
         impl std::ops::$trait<f64> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: f64) -> Tensor {
                 self.binary($op, Rhs::Scalar(rhs, DType::F64))
             }
         }
         impl std::ops::$trait<i64> for &Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: i64) -> Tensor {
                 self.binary($op, Rhs::Scalar(rhs as f64, DType::I64))
             }
         }
         impl std::ops::$trait<i64> for Tensor {
             type Output = Tensor;
+            #[track_caller]
             fn $method(self, rhs: i64) -> Tensor {
                 self.binary($op, Rhs::Scalar(rhs as f64, DType::I64))
             }
@@ -69,48 +77,56 @@ macro_rules! scalar_lhs {
     ($t:ty, $dt:expr) => {
         impl std::ops::Add<&Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn add(self, rhs: &Tensor) -> Tensor {
                 rhs.binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
             }
         }
         impl std::ops::Add<Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn add(self, rhs: Tensor) -> Tensor {
                 rhs.binary(BinaryOp::Add, Rhs::Scalar(self as f64, $dt))
             }
         }
         impl std::ops::Mul<&Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn mul(self, rhs: &Tensor) -> Tensor {
                 rhs.binary(BinaryOp::Mul, Rhs::Scalar(self as f64, $dt))
             }
         }
         impl std::ops::Mul<Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn mul(self, rhs: Tensor) -> Tensor {
                 rhs.binary(BinaryOp::Mul, Rhs::Scalar(self as f64, $dt))
             }
         }
         impl std::ops::Sub<&Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn sub(self, rhs: &Tensor) -> Tensor {
                 rhs.reversed(BinaryOp::Sub, self as f64, $dt)
             }
         }
         impl std::ops::Sub<Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn sub(self, rhs: Tensor) -> Tensor {
                 rhs.reversed(BinaryOp::Sub, self as f64, $dt)
             }
         }
         impl std::ops::Div<&Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn div(self, rhs: &Tensor) -> Tensor {
                 rhs.reversed(BinaryOp::Div, self as f64, $dt)
             }
         }
         impl std::ops::Div<Tensor> for $t {
             type Output = Tensor;
+            #[track_caller]
             fn div(self, rhs: Tensor) -> Tensor {
                 rhs.reversed(BinaryOp::Div, self as f64, $dt)
             }
@@ -123,6 +139,7 @@ scalar_lhs!(i64, DType::I64);
 
 impl std::ops::Neg for &Tensor {
     type Output = Tensor;
+    #[track_caller]
     fn neg(self) -> Tensor {
         Tensor::neg(self)
     }
@@ -130,6 +147,7 @@ impl std::ops::Neg for &Tensor {
 
 impl std::ops::Neg for Tensor {
     type Output = Tensor;
+    #[track_caller]
     fn neg(self) -> Tensor {
         Tensor::neg(&self)
     }

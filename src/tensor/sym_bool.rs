@@ -45,6 +45,7 @@ trait SizeCmp: Sized {
 }
 
 impl SizeCmp for CmpOp {
+    #[track_caller]
     fn symbol(self) -> &'static str {
         match self {
             CmpOp::Eq => "==",
@@ -56,6 +57,7 @@ impl SizeCmp for CmpOp {
         }
     }
 
+    #[track_caller]
     fn negated(self) -> CmpOp {
         match self {
             CmpOp::Eq => CmpOp::Ne,
@@ -69,6 +71,7 @@ impl SizeCmp for CmpOp {
 
     /// The answer for a difference `lhs - rhs` known to lie in `[lo, hi]`,
     /// when every value there gives the same one.
+    #[track_caller]
     fn decide(self, lo: i64, hi: i64) -> Option<bool> {
         let (always, never) = match self {
             CmpOp::Eq => (lo == 0 && hi == 0, lo > 0 || hi < 0),
@@ -87,6 +90,7 @@ impl SizeCmp for CmpOp {
         }
     }
 
+    #[track_caller]
     fn apply(self, a: i64, b: i64) -> bool {
         match self {
             CmpOp::Eq => a == b,
@@ -100,6 +104,7 @@ impl SizeCmp for CmpOp {
 }
 
 impl SymBool {
+    #[track_caller]
     fn new(cmp: CmpOp, lhs: &SymInt, rhs: SymInt) -> SymBool {
         SymBool {
             cmp,
@@ -123,6 +128,7 @@ impl SymBool {
     /// assert_eq!((&n + 1).sym_gt(&n).as_static(), Some(true));
     /// assert_eq!(n.sym_gt(3).as_static(), None);
     /// ```
+    #[track_caller]
     pub fn as_static(&self) -> Option<bool> {
         let (l, r) = (&self.lhs.expr, &self.rhs.expr);
         let d = l.sub(r);
@@ -148,15 +154,18 @@ impl SymBool {
     /// assert!(n.sym_lt(3).to_bool().unwrap());
     /// assert!(!n.sym_ne(2).to_bool().unwrap());
     /// ```
+    #[track_caller]
     pub fn to_bool(&self) -> Result<bool> {
-        if let Some(b) = self.as_static() {
-            return Ok(b);
-        }
-        let anchors = anchors_of([&self.lhs, &self.rhs]);
-        let exprs = [self.lhs.expr.clone(), self.rhs.expr.clone()];
-        super::sync::verify()?;
-        let v = crate::runtime::materialize::materialize_all(&exprs, &anchors)?;
-        Ok(self.cmp.apply(v[0], v[1]))
+        crate::tensor::at_site("to_bool", || {
+            if let Some(b) = self.as_static() {
+                return Ok(b);
+            }
+            let anchors = anchors_of([&self.lhs, &self.rhs]);
+            let exprs = [self.lhs.expr.clone(), self.rhs.expr.clone()];
+            super::sync::verify()?;
+            let v = crate::runtime::materialize::materialize_all(&exprs, &anchors)?;
+            Ok(self.cmp.apply(v[0], v[1]))
+        })
     }
 
     /// The negated comparison (`a < b` becomes `a >= b`); runs nothing.
@@ -168,6 +177,7 @@ impl SymBool {
     /// assert_eq!(b.to_string(), "3 >= 5");
     /// assert_eq!(b.as_static(), Some(false));
     /// ```
+    #[track_caller]
     pub fn not(&self) -> SymBool {
         SymBool {
             cmp: self.cmp.negated(),
@@ -179,6 +189,7 @@ impl SymBool {
 
 impl std::ops::Not for SymBool {
     type Output = SymBool;
+    #[track_caller]
     fn not(self) -> SymBool {
         SymBool::not(&self)
     }
@@ -186,6 +197,7 @@ impl std::ops::Not for SymBool {
 
 impl std::ops::Not for &SymBool {
     type Output = SymBool;
+    #[track_caller]
     fn not(self) -> SymBool {
         SymBool::not(self)
     }

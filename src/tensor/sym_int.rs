@@ -34,12 +34,14 @@ pub struct SymInt {
 }
 
 impl SymInt {
+    #[track_caller]
     pub(crate) fn new(expr: SizeExpr, anchors: SmallVec<[Arc<Node>; 1]>) -> SymInt {
         let mut s = SymInt { expr, anchors };
         s.prune_anchors();
         s
     }
 
+    #[track_caller]
     pub(crate) fn from_expr(expr: SizeExpr) -> SymInt {
         SymInt {
             expr,
@@ -48,6 +50,7 @@ impl SymInt {
     }
 
     /// Drops anchors once no variable needs one (static, or all computed).
+    #[track_caller]
     fn prune_anchors(&mut self) {
         if self
             .expr
@@ -60,21 +63,25 @@ impl SymInt {
     }
 
     /// True when the size depends on data.
+    #[track_caller]
     pub fn is_dynamic(&self) -> bool {
         self.expr.as_const().is_none()
     }
 
     /// The value when the size is static.
+    #[track_caller]
     pub fn as_static(&self) -> Option<i64> {
         self.expr.as_const()
     }
 
     /// The largest value the size can take.
+    #[track_caller]
     pub fn upper_bound(&self) -> i64 {
         self.expr.hi()
     }
 
     /// The smallest value the size can take.
+    #[track_caller]
     pub fn lower_bound(&self) -> i64 {
         self.expr.lo()
     }
@@ -82,38 +89,47 @@ impl SymInt {
     /// The real value: runs what it needs (only the sizes, not the tensors),
     /// counts `SizeMaterialization`, and caches the answer so that asking
     /// again runs nothing.
+    #[track_caller]
     pub fn materialize(&self) -> Result<i64> {
-        super::sync::verify()?;
-        crate::runtime::materialize::materialize(&self.expr, &self.anchors)
+        crate::tensor::at_site("materialize", || {
+            super::sync::verify()?;
+            crate::runtime::materialize::materialize(&self.expr, &self.anchors)
+        })
     }
 
+    #[track_caller]
     fn combine(&self, other: &SymInt, expr: SizeExpr) -> SymInt {
         SymInt::new(expr, anchors_of([self, other]))
     }
 
+    #[track_caller]
     fn unary(&self, expr: SizeExpr) -> SymInt {
         SymInt::new(expr, self.anchors.clone())
     }
 
     /// Floor division, as Python's `//`.
+    #[track_caller]
     pub fn div_floor(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
         self.combine(&o, self.expr.floor_div(&o.expr))
     }
 
     /// Remainder with the sign of the divisor, as Python's `%`.
+    #[track_caller]
     pub fn rem(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
         self.combine(&o, self.expr.rem(&o.expr))
     }
 
     /// The smaller of two sizes.
+    #[track_caller]
     pub fn min(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
         self.combine(&o, self.expr.minimum(&o.expr))
     }
 
     /// The larger of two sizes.
+    #[track_caller]
     pub fn max(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
         self.combine(&o, self.expr.maximum(&o.expr))
@@ -121,6 +137,7 @@ impl SymInt {
 
     /// The size expression with bounds, e.g. `s3 + 1 in [1, 6]` (for
     /// messages; variable names are process-wide ids).
+    #[track_caller]
     pub fn describe(&self) -> String {
         if let Some(c) = self.as_static() {
             return c.to_string();
@@ -135,6 +152,7 @@ impl SymInt {
 }
 
 /// The anchors of `sizes`, each node once.
+#[track_caller]
 pub(crate) fn anchors_of<'a>(
     sizes: impl IntoIterator<Item = &'a SymInt>,
 ) -> SmallVec<[Arc<Node>; 1]> {
@@ -148,24 +166,28 @@ pub(crate) fn anchors_of<'a>(
 }
 
 impl From<i64> for SymInt {
+    #[track_caller]
     fn from(v: i64) -> SymInt {
         SymInt::from_expr(SizeExpr::constant(v))
     }
 }
 
 impl From<usize> for SymInt {
+    #[track_caller]
     fn from(v: usize) -> SymInt {
         SymInt::from(v as i64)
     }
 }
 
 impl From<i32> for SymInt {
+    #[track_caller]
     fn from(v: i32) -> SymInt {
         SymInt::from(v as i64)
     }
 }
 
 impl From<&SymInt> for SymInt {
+    #[track_caller]
     fn from(v: &SymInt) -> SymInt {
         v.clone()
     }

@@ -9,6 +9,7 @@ use crate::runtime::device_data::{self, DeviceData};
 use crate::runtime::sync::{self, Synced};
 use crate::Result;
 use parking_lot::Mutex;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::{Arc, Weak};
 
 /// The last step whose size checks were not read yet (see [`verify`]).
@@ -22,6 +23,11 @@ struct Unverified {
     rebound: Vec<(Weak<TensorInner>, Option<Arc<Node>>)>,
     /// The data the step computed.
     results: Vec<Arc<DeviceData>>,
+    /// For a read that computed other tensors with it ([`with_sharing`]):
+    /// each rebound tensor's pending node, which a failed check gives back
+    /// (the read then computes its tensor alone, so a check that only
+    /// another tensor needs cannot fail it).
+    pending: Option<Vec<Arc<Node>>>,
 }
 
 /// Reads the size checks (`ir::check`) of the last step, if nobody has
@@ -33,6 +39,7 @@ struct Unverified {
 /// every tensor it assigned gets its value from before the step back, its
 /// other results fail with the check's error wherever they are used, and
 /// this returns that error.
+#[track_caller]
 pub(crate) fn verify() -> Result<()> {
     let Some(u) = UNVERIFIED.lock().take() else {
         return Ok(());
@@ -42,6 +49,14 @@ pub(crate) fn verify() -> Result<()> {
     };
     for d in &u.results {
         d.fail(e.clone());
+    }
+    if let Some(pending) = u.pending {
+        for ((t, before), node) in u.rebound.into_iter().zip(pending) {
+            if let Some(inner) = t.upgrade() {
+                Tensor::from_inner(inner).restore_pending(node, before);
+            }
+        }
+        return Err(e);
     }
     for (t, before) in u.rebound {
         if let (Some(inner), Some(before)) = (t.upgrade(), before) {
@@ -61,39 +76,152 @@ pub(crate) fn verify() -> Result<()> {
 /// lazyxla::mark_step().unwrap();
 /// assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
 /// ```
+#[track_caller]
 pub fn mark_step() -> crate::Result<()> {
-    metrics::inc(metrics::Counter::MarkStep);
-    let mut pending = registry::pending();
-    if !super::control_flow::tracing_body() {
-        // Values of a loop body another thread is tracing: not ours.
-        pending.retain(|t| t.node().loop_depth == 0);
+    crate::tensor::at_site("mark_step", || {
+        metrics::inc(metrics::Counter::MarkStep);
+        let mut pending = registry::pending();
+        if !super::control_flow::tracing_body() {
+            // Values of a loop body another thread is tracing: not ours.
+            pending.retain(|t| t.node().loop_depth == 0);
+        }
+        let mut devices: Vec<Device> = Vec::new();
+        for t in &pending {
+            if !devices.iter().any(|d| d.same(t.device())) {
+                devices.push(t.device().clone());
+            }
+        }
+        for d in devices {
+            let group: Vec<Tensor> = pending
+                .iter()
+                .filter(|t| t.device().same(&d))
+                .cloned()
+                .collect();
+            sync_tensors(&group)?;
+        }
+        verify()
+    })
+}
+
+/// `t`, when pending, with every live pending tensor of its device whose
+/// pending work shares a node with `t`'s: what a read of `t` computes, as
+/// `mark_step` would. Computing only `t` would leave the others' graphs
+/// holding the work again, one step deeper each time: a loop that reads
+/// its loss every step and carries a state without `mark_step` would
+/// compile a larger program at every step. Nodes that depend on no device
+/// data (constants, shared broadcasts of scalars) do not count as shared
+/// work.
+#[track_caller]
+pub(crate) fn with_sharing(t: &Tensor) -> Vec<Tensor> {
+    let root = t.node();
+    if matches!(root.op, Op::Data { .. }) {
+        return vec![t.clone()];
     }
-    let mut devices: Vec<Device> = Vec::new();
-    for t in &pending {
-        if !devices.iter().any(|d| d.same(t.device())) {
-            devices.push(t.device().clone());
+    let is_data = |n: &Node| matches!(n.op, Op::Data { .. });
+    // `t`'s pending nodes that depend on device data.
+    let order = crate::ir::node::topo_order(std::slice::from_ref(&root), is_data);
+    let mut on_data: FxHashMap<*const Node, bool> = FxHashMap::default();
+    let mut mine: FxHashSet<*const Node> = FxHashSet::default();
+    for n in &order {
+        let dep = is_data(n)
+            || n.inputs
+                .iter()
+                .chain(&n.size_deps)
+                .any(|i| on_data.get(&Arc::as_ptr(i)).copied().unwrap_or(false));
+        on_data.insert(Arc::as_ptr(n), dep);
+        if dep && !is_data(n) {
+            mine.insert(Arc::as_ptr(n));
         }
     }
-    for d in devices {
-        let group: Vec<Tensor> = pending
-            .iter()
-            .filter(|t| t.device().same(&d))
-            .cloned()
-            .collect();
-        sync_tensors(&group)?;
+    drop(order);
+    let mut out = vec![t.clone()];
+    let tracing = super::control_flow::tracing_body();
+    // Whether a node reaches one of `t`'s, memoised across the tensors.
+    let mut reaches: FxHashMap<*const Node, bool> = FxHashMap::default();
+    for u in registry::pending() {
+        if u.is(t) || !u.device().same(t.device()) {
+            continue;
+        }
+        let n = u.node();
+        // A tensor gradients flow through keeps its graph for a backward
+        // still to come: computing it early would cut that graph.
+        if (!tracing && n.loop_depth > 0) || n.requires_grad {
+            continue;
+        }
+        if reaches_any(&n, &mine, &mut reaches) {
+            out.push(u);
+        }
     }
-    verify()
+    out
+}
+
+/// True when the pending graph of `n` contains a node of `targets`.
+fn reaches_any(
+    n: &Arc<Node>,
+    targets: &FxHashSet<*const Node>,
+    memo: &mut FxHashMap<*const Node, bool>,
+) -> bool {
+    let mut stack: Vec<(&Arc<Node>, bool)> = vec![(n, false)];
+    while let Some((m, expanded)) = stack.pop() {
+        let key = Arc::as_ptr(m);
+        if memo.contains_key(&key) {
+            continue;
+        }
+        if targets.contains(&key) {
+            memo.insert(key, true);
+            continue;
+        }
+        if matches!(m.op, Op::Data { .. }) {
+            memo.insert(key, false);
+            continue;
+        }
+        let deps = || m.inputs.iter().chain(&m.size_deps);
+        if expanded {
+            let hit = deps().any(|d| memo.get(&Arc::as_ptr(d)).copied().unwrap_or(false));
+            memo.insert(key, hit);
+        } else {
+            stack.push((m, true));
+            for d in deps() {
+                if !memo.contains_key(&Arc::as_ptr(d)) {
+                    stack.push((d, false));
+                }
+            }
+        }
+    }
+    memo.get(&Arc::as_ptr(n)).copied().unwrap_or(false)
 }
 
 /// Computes `tensors` (all on one device) in one program and rebinds them
 /// to the results. On error nothing is rebound: the tensors stay pending
 /// and valid.
+#[track_caller]
 pub(crate) fn sync_tensors(tensors: &[Tensor]) -> Result<()> {
     sync_program(tensors).map(|_| ())
 }
 
 /// [`sync_tensors`], returning what ran (`None` when nothing was pending).
+#[track_caller]
 pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
+    sync_program_undoing(tensors, false)
+}
+
+/// Computes `tensors` for a read of `tensors[0]`, the others computed with
+/// it ([`with_sharing`]): when a size check of the program fails, every
+/// tensor stays pending and the read computes its tensor alone.
+#[track_caller]
+pub(crate) fn sync_read(tensors: &[Tensor]) -> Result<()> {
+    if tensors.len() == 1 {
+        return sync_tensors(tensors);
+    }
+    match sync_program_undoing(tensors, true) {
+        Ok(_) => Ok(()),
+        Err(crate::Error::SizeCheckFailed { .. }) => sync_tensors(&tensors[..1]),
+        Err(e) => Err(e),
+    }
+}
+
+#[track_caller]
+fn sync_program_undoing(tensors: &[Tensor], undo_to_pending: bool) -> Result<Option<Synced>> {
     let _guard = sync::lock();
     verify()?;
     // Take each distinct pending node once.
@@ -122,12 +250,14 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
     };
     drop(holders);
     let mut rebound = Vec::new();
+    let mut pending = Vec::new();
     for t in tensors {
         let current = t.node();
         if let Some(i) = synced.roots.iter().position(|r| Arc::ptr_eq(r, &current)) {
             let data = synced.data_nodes[i].with_grad_history(&current);
             if let Some(before) = t.rebind_if_unchanged(&current, data) {
                 rebound.push((Arc::downgrade(&t.inner), before));
+                pending.push(current);
             }
         }
     }
@@ -142,6 +272,7 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
             status,
             rebound,
             results,
+            pending: undo_to_pending.then_some(pending),
         });
     }
     Ok(Some(synced))
@@ -150,6 +281,7 @@ pub(crate) fn sync_program(tensors: &[Tensor]) -> Result<Option<Synced>> {
 /// For the runtime's choice of what to donate (`runtime::donation`): per
 /// root, how many of `tensors` (counted once each) hold it, and for those
 /// assigned since their last sync, the data leaf they held then.
+#[track_caller]
 fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
     let mut h = sync::Holders {
         tensors: vec![0; roots.len()],

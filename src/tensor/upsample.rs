@@ -30,7 +30,11 @@ impl Tensor {
     ///     vec![1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
     /// );
     /// ```
+    #[track_caller]
     pub fn upsample_nearest2d(&self, size: (usize, usize)) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.upsample_nearest2d(size);
+        }
         let (h_in, w_in) = self.image_dims("upsample_nearest2d", size);
         let (rows, cols) = (nearest(h_in, size.0), nearest(w_in, size.1));
         let factor = |src: &[usize], n_out: usize, n_in: usize| {
@@ -75,7 +79,11 @@ impl Tensor {
     /// let z = x.upsample_bilinear2d((1, 4), false).to_vec::<f32>().unwrap();
     /// assert_eq!(z, vec![1.0, 1.25, 1.75, 2.0]);
     /// ```
+    #[track_caller]
     pub fn upsample_bilinear2d(&self, size: (usize, usize), align_corners: bool) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.upsample_bilinear2d(size, align_corners);
+        }
         let op = "upsample_bilinear2d";
         self.require_float(op);
         let (h_in, w_in) = self.image_dims(op, size);
@@ -85,6 +93,7 @@ impl Tensor {
 
     /// The static H and W of an NCHW tensor to resize to `size`, checked
     /// as PyTorch checks them.
+    #[track_caller]
     fn image_dims(&self, op: &'static str, size: (usize, usize)) -> (usize, usize) {
         if self.rank() != 4 {
             panic!(
@@ -130,6 +139,7 @@ impl Tensor {
     /// broadcast to `[N, C, H, kh, W, kw]`, reshaped to
     /// `[N, C, H*kh, W*kw]` (only the batch may be dynamic: the reshape
     /// keeps it major).
+    #[track_caller]
     fn repeat_pixels(&self, kh: usize, kw: usize) -> Tensor {
         let s = self.shape_exprs();
         let c = |k: usize| SizeExpr::constant(k as i64);
@@ -146,6 +156,7 @@ impl Tensor {
 
     /// `index_select` of the host indices `src` along `dim` (of size
     /// `n_in`), skipped when it is the identity.
+    #[track_caller]
     fn select_along(&self, dim: usize, src: &[usize], n_in: usize) -> Tensor {
         if src.len() == n_in && src.iter().enumerate().all(|(i, &s)| s == i) {
             return self.clone();
@@ -154,6 +165,7 @@ impl Tensor {
         self.select_host(dim, idx)
     }
 
+    #[track_caller]
     fn select_host(&self, dim: usize, idx: Vec<i64>) -> Tensor {
         let n = idx.len();
         let a = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[n]), idx).expect("1-D");
@@ -164,6 +176,7 @@ impl Tensor {
 
     /// The linear mix along `dim` (2 or 3) of the rows (columns) `taps`
     /// names: `x[i0] * w0 + x[i1] * w1`.
+    #[track_caller]
     fn interpolate_along(&self, dim: usize, taps: &[Tap], n_in: usize) -> Tensor {
         if taps.len() == n_in
             && taps
@@ -192,6 +205,7 @@ impl Tensor {
 /// `n_in`: the same index, half of it for an exact doubling, else
 /// `min(floor(i * (n_in / n_out)), n_in - 1)` with the ratio and the
 /// product in f32.
+#[track_caller]
 fn nearest(n_in: usize, n_out: usize) -> Vec<usize> {
     (0..n_out)
         .map(|i| {
@@ -217,6 +231,7 @@ struct Tap {
 
 /// PyTorch's linear taps (`area_pixel_compute_source_index`) for `n_out`
 /// positions over `n_in`.
+#[track_caller]
 fn linear(n_in: usize, n_out: usize, align_corners: bool) -> Vec<Tap> {
     let scale = if align_corners {
         if n_out > 1 {

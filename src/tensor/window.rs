@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 
 /// Panics with `e`, named after the user-facing op `name` when it is
 /// about a dynamic dim (inference names the primitive).
+#[track_caller]
 fn fail(name: &'static str, e: Error) -> ! {
     match e {
         Error::DynamicUnsupported { dim, shape, .. } => panic!(
@@ -28,6 +29,7 @@ fn fail(name: &'static str, e: Error) -> ! {
 
 impl Tensor {
     /// `Op::ReduceWindow` over this tensor.
+    #[track_caller]
     pub(crate) fn reduce_window(&self, name: &'static str, kind: WindowKind, w: Window) -> Tensor {
         Tensor::try_apply(
             Op::ReduceWindow { kind, window: w },
@@ -38,6 +40,7 @@ impl Tensor {
     }
 
     /// `Op::SelectAndScatter` of `source` over this tensor's windows.
+    #[track_caller]
     pub(crate) fn select_and_scatter(&self, kind: ArgKind, source: &Tensor, w: Window) -> Tensor {
         Tensor::apply(
             Op::SelectAndScatter { kind, window: w },
@@ -48,6 +51,7 @@ impl Tensor {
 
     /// The pooling window over the last two dims of an NCHW (or CHW)
     /// tensor, checked as PyTorch checks it.
+    #[track_caller]
     fn pool_window(
         &self,
         op: &'static str,
@@ -125,12 +129,16 @@ impl Tensor {
     /// let y = x.max_pool2d((2, 2), (2, 2), (0, 0));
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
     /// ```
+    #[track_caller]
     pub fn max_pool2d(
         &self,
         kernel: (usize, usize),
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.max_pool2d(kernel, stride, padding);
+        }
         let w = self.pool_window("max_pool2d", kernel, stride, padding);
         self.reduce_window("max_pool2d", WindowKind::Max, w)
     }
@@ -147,12 +155,16 @@ impl Tensor {
     /// assert_eq!(y.upper_bounds(), vec![1, 1, 3, 3]);
     /// assert_eq!(y.to_vec::<f32>().unwrap()[4], 2.5);
     /// ```
+    #[track_caller]
     pub fn avg_pool2d(
         &self,
         kernel: (usize, usize),
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.avg_pool2d(kernel, stride, padding);
+        }
         self.require_float("avg_pool2d");
         let w = self.pool_window("avg_pool2d", kernel, stride, padding);
         self.reduce_window("avg_pool2d", WindowKind::Sum, w)
@@ -173,7 +185,11 @@ impl Tensor {
     /// let y = x.adaptive_avg_pool2d((1, 2));
     /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
     /// ```
+    #[track_caller]
     pub fn adaptive_avg_pool2d(&self, output: (usize, usize)) -> Tensor {
+        if let Some(x) = self.with_automatic_static() {
+            return x.adaptive_avg_pool2d(output);
+        }
         let op = "adaptive_avg_pool2d";
         self.require_float(op);
         // Checks the rank and that H and W are static.
@@ -226,6 +242,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     /// assert_eq!(x.cumsum(1).to_vec::<f32>().unwrap(), vec![1.0, 3.0, 3.0, 7.0]);
     /// ```
+    #[track_caller]
     pub fn cumsum(&self, dim: impl DimIndex) -> Tensor {
         let x = match self.dtype() {
             DType::Bool | DType::I32 => self.to_dtype(DType::I64),
@@ -244,6 +261,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
     /// assert_eq!(x.cumprod(0).to_vec::<f32>().unwrap(), vec![1.0, 2.0, 6.0, 24.0]);
     /// ```
+    #[track_caller]
     pub fn cumprod(&self, dim: impl DimIndex) -> Tensor {
         let x = match self.dtype() {
             DType::Bool | DType::I32 => self.to_dtype(DType::I64),
@@ -254,6 +272,7 @@ impl Tensor {
 
     /// An inclusive prefix scan along `dim`: a window as long as the
     /// dim's bound, ending at each position (low padding bound - 1).
+    #[track_caller]
     fn scan(&self, op: &'static str, kind: WindowKind, dim: impl DimIndex) -> Tensor {
         if self.rank() == 0 {
             // PyTorch scans a 0-d tensor as one element.
@@ -270,6 +289,7 @@ impl Tensor {
     }
 
     /// Panics, naming `op`, unless the tensor holds floats.
+    #[track_caller]
     pub(super) fn require_float(&self, op: &'static str) {
         if !self.dtype().is_float() {
             panic!(
@@ -289,6 +309,7 @@ impl Tensor {
 
 /// The 0/1 matrix `[out, n]` of PyTorch's adaptive windows (row `i`
 /// covers `floor(i*n/out)..ceil((i+1)*n/out)`) and each window's length.
+#[track_caller]
 fn adaptive_matrix(n: usize, out: usize, like: &Tensor) -> (Tensor, Tensor) {
     let mut m = vec![0.0f64; out * n];
     let mut len = vec![0.0f64; out];

@@ -20,6 +20,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(iou.upper_bounds(), vec![1, 2]);
 /// assert_eq!(iou.to_vec::<f32>().unwrap(), vec![2.0 / 6.0, 0.0]);
 /// ```
+#[track_caller]
 pub fn box_iou(a: &Tensor, b: &Tensor) -> Tensor {
     check_boxes("box_iou", "boxes1", a);
     check_boxes("box_iou", "boxes2", b);
@@ -47,6 +48,7 @@ pub(super) struct Corners {
 }
 
 impl Corners {
+    #[track_caller]
     pub fn of(boxes: &Tensor) -> Corners {
         let c = |k: usize| boxes.narrow(1, k, 1).squeeze(1);
         let (x1, y1, x2, y2) = (c(0), c(1), c(2), c(3));
@@ -61,15 +63,18 @@ impl Corners {
     }
 
     /// Each coordinate as a column `[N, 1]` (the rows of a pairwise result).
+    #[track_caller]
     pub fn column(&self) -> Corners {
         self.map(|t| t.unsqueeze(1))
     }
 
     /// Each coordinate as a row `[1, N]` (the columns of a pairwise result).
+    #[track_caller]
     pub fn row(&self) -> Corners {
         self.map(|t| t.unsqueeze(0))
     }
 
+    #[track_caller]
     pub fn map(&self, f: impl Fn(&Tensor) -> Tensor) -> Corners {
         Corners {
             x1: f(&self.x1),
@@ -85,6 +90,7 @@ impl Corners {
 /// order of operations (its `box_iou` and its CPU `nms` kernel compute
 /// the same float values): `w = max(min(x2) - max(x1), 0)`, `h` alike,
 /// `inter = w * h`, `inter / ((area_a + area_b) - inter)`.
+#[track_caller]
 pub(super) fn pairwise_iou(a: &Corners, b: &Corners) -> Tensor {
     let w = (&a.x2.minimum(&b.x2) - &a.x1.maximum(&b.x1)).clamp_min(0.0);
     let h = (&a.y2.minimum(&b.y2) - &a.y1.maximum(&b.y1)).clamp_min(0.0);

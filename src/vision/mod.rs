@@ -30,11 +30,13 @@ use crate::error::Error;
 use crate::tensor::Tensor;
 
 /// Panics with a misuse: the op, what is wrong, the shapes with bounds.
+#[track_caller]
 fn misuse(op: &'static str, message: String) -> ! {
     panic!("{}", Error::shape(op, message))
 }
 
 /// Panics unless `boxes` is a float `[N, 4]` (N may be dynamic).
+#[track_caller]
 fn check_boxes(op: &'static str, name: &str, boxes: &Tensor) {
     let shape = boxes.shape_string();
     if boxes.rank() != 2 || boxes.size(1).as_static() != Some(4) {
@@ -55,6 +57,7 @@ fn check_boxes(op: &'static str, name: &str, boxes: &Tensor) {
 }
 
 /// The static `(N, C, H, W)` of a float NCHW `input`.
+#[track_caller]
 fn image_dims(op: &'static str, input: &Tensor) -> (usize, usize, usize, usize) {
     let shape = input.shape_string();
     if input.rank() != 4 {
@@ -92,6 +95,7 @@ fn image_dims(op: &'static str, input: &Tensor) -> (usize, usize, usize, usize) 
 }
 
 /// Panics unless `rois` is `[K, 5]` (K may be dynamic) of `input`'s dtype.
+#[track_caller]
 fn rois_dims(op: &'static str, input: &Tensor, rois: &Tensor) {
     let shape = rois.shape_string();
     if rois.rank() != 2 || rois.size(1).as_static() != Some(5) {

@@ -45,6 +45,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(keep.shape_string(), "[<=3]");
 /// assert_eq!(keep.to_vec::<i64>().unwrap(), vec![1, 2]);
 /// ```
+#[track_caller]
 pub fn nms(boxes: &Tensor, scores: &Tensor, iou_threshold: f64) -> Tensor {
     let scores = check_scores("nms", boxes, scores);
     boxes
@@ -66,6 +67,7 @@ pub fn nms(boxes: &Tensor, scores: &Tensor, iou_threshold: f64) -> Tensor {
 /// assert_eq!(vision::batched_nms(&boxes, &scores, &same, 0.5).to_vec::<i64>().unwrap(), vec![0]);
 /// assert_eq!(vision::batched_nms(&boxes, &scores, &other, 0.5).to_vec::<i64>().unwrap(), vec![0, 1]);
 /// ```
+#[track_caller]
 pub fn batched_nms(
     boxes: &Tensor,
     scores: &Tensor,
@@ -91,6 +93,7 @@ pub fn batched_nms(
 }
 
 /// `scores` checked against `boxes` (see [`same_length`]).
+#[track_caller]
 fn check_scores(op: &'static str, boxes: &Tensor, scores: &Tensor) -> Tensor {
     check_boxes(op, "boxes", boxes);
     if !matches!(boxes.dtype(), DType::F32 | DType::F64) {
@@ -120,6 +123,7 @@ fn check_scores(op: &'static str, boxes: &Tensor, scores: &Tensor) -> Tensor {
 
 /// `v: [N]` given the boxes' `N`: an error now when the sizes are proven
 /// different, else checked equal when the program runs (`expand`).
+#[track_caller]
 fn same_length(op: &'static str, name: &str, boxes: &Tensor, v: &Tensor) -> Tensor {
     let n = boxes.size(0);
     if n.sym_eq(v.size(0)).as_static() == Some(false) {
@@ -138,6 +142,7 @@ fn same_length(op: &'static str, name: &str, boxes: &Tensor, v: &Tensor) -> Tens
 /// The threshold as a value `t'` of `dtype` such that, for every `x` of
 /// that dtype, `x > t'` exactly when `x > threshold` in float64: the
 /// largest float32 at most the threshold (float64: itself).
+#[track_caller]
 fn threshold_in(dtype: DType, threshold: f64) -> f64 {
     if dtype != DType::F32 || threshold.is_nan() {
         return threshold;
@@ -159,6 +164,7 @@ fn threshold_in(dtype: DType, threshold: f64) -> f64 {
 
 /// Greedy NMS over `boxes` (`[<=N, 4]`) by `scores`, within classes when
 /// given: the kept indices by decreasing score.
+#[track_caller]
 fn greedy(boxes: &Tensor, scores: &Tensor, classes: Option<&Tensor>, threshold: f64) -> Tensor {
     let threshold = threshold_in(boxes.dtype(), threshold);
     // Indices carry no gradient (torchvision's nms has none either).

@@ -62,6 +62,7 @@ use crate::tensor::{SymInt, Tensor};
 /// assert_eq!(y.upper_bounds(), vec![1, 1, 2, 2]);
 /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.5, 4.5, 10.5, 12.5]);
 /// ```
+#[track_caller]
 pub fn roi_align(
     input: &Tensor,
     rois: &Tensor,
@@ -112,6 +113,7 @@ pub fn roi_align(
 }
 
 /// `[0, 1, .., n-1]` of `dtype`.
+#[track_caller]
 fn iota(n: usize, dtype: DType) -> Tensor {
     Tensor::arange(n as i64).to_dtype(dtype)
 }
@@ -121,6 +123,7 @@ fn iota(n: usize, dtype: DType) -> Tensor {
 /// each output bin on each input row, the bin's samples' bilinear
 /// weights summed and divided by the grid size, as torchvision's
 /// `bilinear_interpolate` and the average of its kernel compute them.
+#[track_caller]
 fn axis_weights(
     start: &Tensor,
     size: &Tensor,
