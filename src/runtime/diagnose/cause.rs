@@ -76,7 +76,7 @@ impl fmt::Display for CompileCause {
                 )?;
                 match bound_only {
                     true => write!(f, ": its bound changed (a new bucket, or mark_dynamic with another bound)"),
-                    false => write!(f, ": mark_dynamic(dim, bound) the dim that varies, so one program serves every size"),
+                    false => write!(f, ": mark_dynamic(dim, bound) the dim that varies where the input is made, so one program serves every size (or set_automatic_dynamic(true))"),
                 }
             }
             CompileCause::ConstantChanged { value, before, at } => write!(
@@ -164,12 +164,13 @@ pub(super) fn cause(new: &Summary, recent: &VecDeque<Summary>) -> CompileCause {
         .rev()
         .max_by_key(|old| (common(old), old.nodes.len() == new.nodes.len()))
         .expect("a site with programs");
-    let same_ops = new.nodes.len() == closest.nodes.len()
-        && new
-            .nodes
-            .iter()
-            .zip(&closest.nodes)
-            .all(|(a, b)| a.0 == b.0);
+    // The same ops, scalars' values aside: an input that changed is named
+    // first (one trap at a time).
+    let same_ops =
+        new.nodes.len() == closest.nodes.len()
+            && new.nodes.iter().zip(&closest.nodes).all(|(a, b)| {
+                a.0 == b.0 || (a.0.starts_with("scalar ") && b.0.starts_with("scalar "))
+            });
     if same_ops {
         // An input's type (one the user made, first), then anything else's.
         let changed: Vec<(usize, usize)> = new

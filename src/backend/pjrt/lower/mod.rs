@@ -472,6 +472,20 @@ impl Ctx<'_> {
             }
             Op::Dot(dot) => {
                 let precision = self.product_precision(ty.elt);
+                if let Some(folded) = reduce::folded_rhs_transpose(self.program, i) {
+                    // The transpose's operand, its dims named by the dot.
+                    let k = self.value(self.program.nodes[node.inputs[1]].inputs[0])?;
+                    return Ok(self.in_f32(&[ins[0].clone(), k], &ty, |c, ins, ty| {
+                        c.dot(&ins[0], &ins[1], &folded, ty, precision)
+                    }));
+                }
+                if reduce::vector_times_transposed(self.program, i) {
+                    // The matrix itself, not its transpose (see there).
+                    let w = self.value(self.program.nodes[node.inputs[1]].inputs[0])?;
+                    return Ok(self.in_f32(&[ins[0].clone(), w], &ty, |c, ins, ty| {
+                        c.vector_dot_transposed(&ins[0], &ins[1], dot, ty, precision)
+                    }));
+                }
                 self.in_f32(&ins, &ty, |c, ins, ty| {
                     c.dot(&ins[0], &ins[1], dot, ty, precision)
                 })
