@@ -67,6 +67,7 @@ mod tensor;
 /// The key-value store of a job spanning several hosts, for
 /// [`Device::pjrt_distributed`].
 pub use backend::pjrt::ffi::{KeyValueStore, KvError};
+pub use backend::pjrt::persistent::{compilation_cache_dir, set_compilation_cache_dir};
 pub use capture::{capture, CapturedStep};
 pub use device::{devices, set_cpu_async_dispatch, set_cpu_device_count, Device};
 pub use dtype::DType;

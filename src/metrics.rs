@@ -56,6 +56,8 @@ named!(
         DonatedBuffer,
         ExecuteInline,
         ExecuteDispatched,
+        PersistentCacheHit,
+        PersistentCacheMiss,
     }
 );
 

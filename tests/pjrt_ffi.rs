@@ -602,3 +602,29 @@ fn lent_host_bytes_live_as_long_as_the_plugin_reads_them() {
     copied.to_host_into(&mut bytes).unwrap();
     assert_eq!(to_f32(&bytes), [4.0, 5.0, 6.0]);
 }
+
+/// A compiled program serializes, and a client of the same plugin loads
+/// the bytes and runs them as the original; garbage is an error, never a
+/// crash (the persistent compilation cache relies on both).
+#[test]
+fn an_executable_serializes_and_loads_again() {
+    let Some(c) = client() else { return };
+    let exe = compile(c, ADD_F32);
+    let bytes = exe.serialize().unwrap();
+    assert!(!bytes.is_empty());
+    let other = Client::new(c.plugin().clone()).unwrap();
+    let loaded = other.deserialize(&bytes).unwrap();
+    let (a, b) = (
+        f32s(&other, &[1.0, 2.0, 3.0], &[3]),
+        f32s(&other, &[10.0, 20.0, 30.0], &[3]),
+    );
+    let out = loaded.execute(&[&a, &b]).unwrap();
+    assert_eq!(to_f32(&out[0].to_host().unwrap()), [11.0, 22.0, 33.0]);
+    for bad in [
+        &b"not an executable"[..],
+        &bytes[..bytes.len() / 2],
+        &[][..],
+    ] {
+        assert!(other.deserialize(bad).is_err());
+    }
+}

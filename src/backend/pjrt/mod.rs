@@ -11,6 +11,7 @@ pub mod ffi;
 mod at_exit;
 pub(crate) mod discover;
 mod lower;
+pub(crate) mod persistent;
 pub(crate) mod recording;
 mod replicas;
 
@@ -391,15 +392,24 @@ impl PjrtBackend {
     /// `LAZYXLA_DUMP` is unset).
     pub(crate) fn compile_text(&self, ir: &str, text: &str) -> Result<Executable> {
         let ok_dump = dump(ir, text, false);
-        let compiled = match self.device {
+        let options = match self.device {
             // Device 0 is where the client puts a one-device program.
-            0 => self.client.compile(text),
+            0 => ffi::Client::default_compile_options().to_vec(),
             k => {
                 let id = self.client.device_ids()[k];
                 let options = CompileOptions::replicas(1).on_devices(&[id]);
-                self.client.compile_with(text, &options)
+                options
+                    .validate(self.client.device_ids())
+                    .map_err(|e| Error::Compile {
+                        backend: self.name.clone(),
+                        message: e.message,
+                    })?;
+                options.encode()
             }
         };
+        let compiled = persistent::compile(&self.client, text, &options, || {
+            self.client.compile_encoded(text, &options)
+        });
         compiled.map_err(|e| {
             let path = ok_dump.or_else(|| dump(ir, text, true));
             let where_ = match path {

@@ -185,7 +185,15 @@ impl Backend for PjrtReplicas {
             .collect();
         let options = CompileOptions::replicas(self.n()).on_devices(&ids);
         let ok_dump = dump(&ir, &lowered.text, false);
-        let exe = client.compile_with(&lowered.text, &options).map_err(|e| {
+        let encoded = options
+            .validate(client.device_ids())
+            .map(|()| options.encode());
+        let compiled = encoded.and_then(|encoded| {
+            super::persistent::compile(client, &lowered.text, &encoded, || {
+                client.compile_encoded(&lowered.text, &encoded)
+            })
+        });
+        let exe = compiled.map_err(|e| {
             let path = ok_dump.or_else(|| dump(&ir, &lowered.text, true));
             let where_ = match path {
                 Some(p) => format!(" (program dumped to {})", p.display()),

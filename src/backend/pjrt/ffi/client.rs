@@ -270,6 +270,30 @@ impl Client {
         executable::compile(&self.inner, mlir_text, COMPILE_OPTIONS)
     }
 
+    /// Compiles MLIR text with `options` already encoded (the bytes of a
+    /// `CompileOptionsProto`, [`CompileOptions::encode`], checked by the
+    /// caller).
+    pub fn compile_encoded(
+        &self,
+        mlir_text: &str,
+        options: &[u8],
+    ) -> Result<Executable, PjrtError> {
+        executable::compile(&self.inner, mlir_text, options)
+    }
+
+    /// The compile options [`Client::compile`] uses (one replica on the
+    /// default device), encoded.
+    pub fn default_compile_options() -> &'static [u8] {
+        COMPILE_OPTIONS
+    }
+
+    /// Loads a program that [`Executable::serialize`] wrote, on a client of
+    /// the same plugin (`PJRT_Executable_DeserializeAndLoad`); the plugin
+    /// rejects another's bytes with an error.
+    pub fn deserialize(&self, bytes: &[u8]) -> Result<Executable, PjrtError> {
+        executable::deserialize(&self.inner, bytes)
+    }
+
     /// Copies `buffer` to the addressable device with ordinal `device` of
     /// this client, device to device (`PJRT_Buffer_CopyToDevice`). The copy
     /// can be used at once: PJRT orders its uses after the transfer.

@@ -116,7 +116,76 @@ pub(super) fn compile(
     Ok(executable)
 }
 
+/// See [`super::Client::deserialize`].
+pub(super) fn deserialize(
+    client: &Arc<ClientInner>,
+    bytes: &[u8],
+) -> Result<Executable, PjrtError> {
+    let plugin = &client.plugin;
+    let load = api_fn!(plugin, PJRT_Executable_DeserializeAndLoad)?;
+    let mut args = new_args::<sys::ExecutableDeserializeAndLoadArgs>();
+    args.client = client.raw;
+    args.serialized_executable = bytes.as_ptr().cast();
+    args.serialized_executable_size = bytes.len();
+    // SAFETY: the bytes outlive the call, which copies what it keeps; the
+    // other pointers are null (options from the serialized executable).
+    unsafe { plugin.call(load, &mut args, "PJRT_Executable_DeserializeAndLoad") }?;
+    let mut executable = Executable {
+        client: client.clone(),
+        raw: args.loaded_executable,
+        num_outputs: 0,
+        output_shapes: OnceLock::new(),
+        non_donatable: OnceLock::new(),
+        launch_devices: OnceLock::new(),
+    };
+    executable.num_outputs = executable.query_num_outputs()?;
+    Ok(executable)
+}
+
 impl Executable {
+    /// The plugin's serialization of the compiled program
+    /// (`PJRT_Executable_Serialize`), which
+    /// [`Client::deserialize`](super::Client::deserialize) loads again on
+    /// a client of the same plugin. Not stable across plugin versions.
+    pub fn serialize(&self) -> Result<Vec<u8>, PjrtError> {
+        let plugin = &*self.client.plugin;
+        let get = api_fn!(plugin, PJRT_LoadedExecutable_GetExecutable)?;
+        let mut args = new_args::<sys::LoadedExecutableGetExecutableArgs>();
+        args.loaded_executable = self.raw;
+        // SAFETY: valid args for a live loaded executable.
+        unsafe { plugin.call(get, &mut args, "PJRT_LoadedExecutable_GetExecutable") }?;
+        let unloaded = UnloadedExecutable {
+            plugin,
+            raw: args.executable,
+        };
+        let serialize = api_fn!(plugin, PJRT_Executable_Serialize)?;
+        let mut args = new_args::<sys::ExecutableSerializeArgs>();
+        args.executable = unloaded.raw;
+        // SAFETY: valid args for a live executable handle.
+        unsafe { plugin.call(serialize, &mut args, "PJRT_Executable_Serialize") }?;
+        let bytes = match args.serialized_bytes.is_null() {
+            true => Vec::new(),
+            // SAFETY: the plugin keeps `serialized_bytes_size` bytes there
+            // until the deleter runs, below.
+            false => unsafe {
+                std::slice::from_raw_parts(
+                    args.serialized_bytes.cast::<u8>(),
+                    args.serialized_bytes_size,
+                )
+            }
+            .to_vec(),
+        };
+        if let (Some(delete), false) = (
+            args.serialized_executable_deleter,
+            args.serialized_executable.is_null(),
+        ) {
+            // SAFETY: called once on the handle the plugin returned, as the
+            // header asks; a plain C function that frees the bytes.
+            unsafe { delete(args.serialized_executable) };
+        }
+        Ok(bytes)
+    }
+
     /// The argument indices PJRT must not donate: all of `0..num_args`
     /// but `donate` (sorted). Every argument not asked for is kept, even
     /// where the program declares input/output aliasing: PJRT donates by

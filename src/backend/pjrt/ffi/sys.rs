@@ -67,6 +67,8 @@ opaque! {
     Executable;
     /// `PJRT_LoadedExecutable`.
     LoadedExecutable;
+    /// `PJRT_SerializedExecutable`: the plugin's owner of serialized bytes.
+    SerializedExecutable;
     /// `PJRT_Buffer`.
     Buffer;
     /// `PJRT_Buffer_MemoryLayout`; only ever passed as null (default layout).
@@ -310,6 +312,35 @@ pub struct LoadedExecutableDestroyArgs {
     pub executable: *mut LoadedExecutable,
 }
 
+/// `PJRT_Executable_Serialize_Args`. The bytes live until
+/// `serialized_executable_deleter` is called on `serialized_executable`.
+#[repr(C)]
+pub struct ExecutableSerializeArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub executable: *const Executable,
+    pub serialized_bytes: *const c_char,
+    pub serialized_bytes_size: usize,
+    pub serialized_executable: *mut SerializedExecutable,
+    pub serialized_executable_deleter: Option<unsafe extern "C" fn(*mut SerializedExecutable)>,
+}
+
+/// `PJRT_Executable_DeserializeAndLoad_Args`, with the `load_options`
+/// that newer headers append (null: a plugin that predates it reads no
+/// further than its own struct size).
+#[repr(C)]
+pub struct ExecutableDeserializeAndLoadArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub client: *mut Client,
+    pub serialized_executable: *const c_char,
+    pub serialized_executable_size: usize,
+    pub loaded_executable: *mut LoadedExecutable,
+    pub overridden_serialized_compile_options: *const c_char,
+    pub overridden_serialized_compile_options_size: usize,
+    pub load_options: *mut c_void,
+}
+
 /// `PJRT_LoadedExecutable_GetExecutable_Args`.
 #[repr(C)]
 pub struct LoadedExecutableGetExecutableArgs {
@@ -537,6 +568,8 @@ args_structs!(
     ExecutableNumOutputsArgs,
     LoadedExecutableDestroyArgs,
     LoadedExecutableGetExecutableArgs,
+    ExecutableSerializeArgs,
+    ExecutableDeserializeAndLoadArgs,
     ExecuteOptions,
     LoadedExecutableExecuteArgs,
     BufferDestroyArgs,
@@ -625,7 +658,7 @@ pub struct Api {
     pub PJRT_Executable_GetCostAnalysis: Option<Unused>,
     pub PJRT_Executable_OutputMemoryKinds: Option<Unused>,
     pub PJRT_Executable_OptimizedProgram: Option<Unused>,
-    pub PJRT_Executable_Serialize: Option<Unused>,
+    pub PJRT_Executable_Serialize: Option<Fallible<ExecutableSerializeArgs>>,
 
     pub PJRT_LoadedExecutable_Destroy: Option<Fallible<LoadedExecutableDestroyArgs>>,
     pub PJRT_LoadedExecutable_GetExecutable: Option<Fallible<LoadedExecutableGetExecutableArgs>>,
@@ -634,7 +667,7 @@ pub struct Api {
     pub PJRT_LoadedExecutable_Delete: Option<Unused>,
     pub PJRT_LoadedExecutable_IsDeleted: Option<Unused>,
     pub PJRT_LoadedExecutable_Execute: Option<Fallible<LoadedExecutableExecuteArgs>>,
-    pub PJRT_Executable_DeserializeAndLoad: Option<Unused>,
+    pub PJRT_Executable_DeserializeAndLoad: Option<Fallible<ExecutableDeserializeAndLoadArgs>>,
     pub PJRT_LoadedExecutable_Fingerprint: Option<Unused>,
 
     pub PJRT_Buffer_Destroy: Option<Fallible<BufferDestroyArgs>>,

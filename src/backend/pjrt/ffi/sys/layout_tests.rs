@@ -38,6 +38,8 @@ fn struct_sizes_match_header_0_114() {
     assert_eq!(size_of::<DeviceGetDescriptionArgs>(), 32);
     assert_eq!(size_of::<DeviceDescriptionIdArgs>(), 32);
     assert_eq!(size_of::<LoadedExecutableAddressableDevicesArgs>(), 40);
+    assert_eq!(size_of::<ExecutableSerializeArgs>(), 56);
+    assert_eq!(size_of::<ExecutableDeserializeAndLoadArgs>(), 72);
 }
 
 /// The offsets that the several-device calls depend on (the union of a
