@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Differential fuzzing: runs tests/differential.rs (random programs, PJRT
-# against the reference backend, see its module doc) with N proptest cases
-# in release mode.
+# Differential fuzzing: runs one of the fuzzers (random programs, PJRT
+# against the reference backend, see each test's module doc) with N
+# proptest cases in release mode:
+#   forward  tests/differential.rs  forward values of random programs
+#   grad     tests/fuzz_grad.rs     gradients, and finite differences
+#   replay   tests/fuzz_replay.rs   training steps lazily and captured
 #
 # Usage:
-#   scripts/fuzz.sh              # 10,000 cases in one process
+#   scripts/fuzz.sh              # 10,000 forward cases in one process
 #   scripts/fuzz.sh 500          # 500 cases
 #   scripts/fuzz.sh 10000 2      # 10,000 cases split over 2 processes
+#   scripts/fuzz.sh 10000 2 grad # the gradient fuzzer
 #
 # With one process this is `PROPTEST_CASES=$N cargo test --release --test
-# differential`. With JOBS > 1 the test binary is built once and JOBS
+# <test>`. With JOBS > 1 the test binary is built once and JOBS
 # copies of the proptest run side by side, each with its share of the N
 # cases, run as chunks of FUZZ_CHUNK (default 250) cases per process, each
 # with its own random seed (proptest seeds every run afresh). Their output,
@@ -28,11 +32,17 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 [CASES [JOBS]]  (positive integers; defaults 10000 and 1)" >&2
+    echo "usage: $0 [CASES [JOBS [forward|grad|replay]]]  (defaults 10000, 1, forward)" >&2
     exit 2
 }
 cases="${1:-10000}"
 jobs="${2:-1}"
+case "${3:-forward}" in
+forward) test=differential name=pjrt_matches_the_reference ;;
+grad) test=fuzz_grad name=gradients_agree_between_backends_and_with_finite_differences ;;
+replay) test=fuzz_replay name=captured_steps_replay_as_the_lazy_steps_run ;;
+*) usage ;;
+esac
 for n in "$cases" "$jobs"; do
     case "$n" in
     '' | *[!0-9]* | 0) usage ;;
@@ -41,15 +51,15 @@ done
 
 cd "$(dirname "$0")/.."
 export LAZYXLA_REQUIRE_PJRT="${LAZYXLA_REQUIRE_PJRT:-1}"
-echo "fuzz: differential test, ${cases} cases in ${jobs} process(es) (release)"
+echo "fuzz: ${test}, ${cases} cases in ${jobs} process(es) (release)"
 start=$(date +%s)
 status=0
 if [ "$jobs" -eq 1 ]; then
-    PROPTEST_CASES="$cases" cargo test --release --test differential || status=$?
+    PROPTEST_CASES="$cases" cargo test --release --test "$test" || status=$?
 else
     # Build once; the fixed regressions run here, the shards run the proptest.
-    cargo test --release --test differential -- --skip pjrt_matches_the_reference
-    exe=$(cargo test --release --test differential --no-run --message-format=json 2>/dev/null |
+    cargo test --release --test "$test" -- --skip "$name"
+    exe=$(cargo test --release --test "$test" --no-run --message-format=json 2>/dev/null |
         grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)
     logs="${CARGO_TARGET_DIR:-target}/fuzz-logs"
     mkdir -p "$logs"
@@ -60,7 +70,7 @@ else
         local j="$1" share="$2" done=0 n
         while [ "$done" -lt "$share" ]; do
             n=$((share - done < chunk ? share - done : chunk))
-            if ! PROPTEST_CASES="$n" "$exe" --exact pjrt_matches_the_reference \
+            if ! PROPTEST_CASES="$n" "$exe" --exact "$name" \
                 >>"$logs/shard-$j.log" 2>&1; then
                 echo "fuzz: shard $j: mismatch after $done cases" >>"$logs/shard-$j.log"
                 return 1

@@ -170,6 +170,14 @@ pub mod debug {
         crate::runtime::cache::len()
     }
 
+    /// Forgets every compiled program of this process (the persistent
+    /// cache on disk is untouched): the next step compiles again. For
+    /// tests that count compiles, so that programs another test compiled
+    /// first do not change their counts.
+    pub fn clear_compile_cache() {
+        crate::runtime::cache::clear()
+    }
+
     /// Sets how many compiled programs the compile cache holds (default
     /// 256, or `LAZYXLA_CACHE_SIZE`); the least recently used are evicted
     /// first, and compiling one again is logged as such.

@@ -7,7 +7,7 @@
 //! pooling and scans, `matmul` (a batch times a matrix on either side,
 //! maybe dynamic), and the model ops (clamps and activations,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
-//! upsampling, device loops), and the vision ops (`box_iou`,
+//! upsampling, device loops, with bodies drawn too), and the vision ops (`box_iou`,
 //! `roi_align`, `nms`, `batched_nms` on boxes from a pool operand, maybe
 //! dynamic), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
@@ -41,7 +41,7 @@ mod model_steps;
 mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
-use loop_steps::looped;
+use loop_steps::{looped, looped_body};
 use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 use vision_steps::vision;
@@ -114,6 +114,9 @@ enum Step {
     /// A device loop over the operand: a static count, a data-dependent
     /// one, a shrinking or a growing dynamic carry.
     Loop(usize, u8),
+    /// A `fori_loop` whose body is drawn: operand, whether the carry is a
+    /// dynamic selection of it, and the body's ops (`loop_steps::body`).
+    LoopBody(usize, bool, Vec<u8>),
 }
 
 #[derive(Clone, Debug)]
@@ -161,7 +164,9 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Vision(a, k)),
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i.clone(), i.clone(), 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
-        (i, 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
+        (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
+        (i, any::<bool>(), proptest::collection::vec(0u8..12, 1..5))
+            .prop_map(|(a, d, ops)| Step::LoopBody(a, d, ops)),
     ]
 }
 
@@ -449,6 +454,7 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
         Step::MatMul(a, k) => matmuls(&float(&pick(a)), *k),
         Step::Vision(a, k) => vision(&pick(a), *k),
         Step::Loop(a, k) => looped(&float(&pick(a)), *k),
+        Step::LoopBody(a, dynamic, ops) => looped_body(&float(&pick(a)), *dynamic, ops),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
             let x = pick(a);
@@ -1037,5 +1043,28 @@ fn an_empty_slice_of_a_concatenate_with_an_empty_part() {
     };
     let ir = ops_in(&spec);
     assert!(ir.contains("f32[0] = slice"), "{ir}");
+    check_fixed(spec);
+}
+
+/// Loops whose bodies are drawn (`Step::LoopBody`), over static and
+/// dynamic carries, on a `mark_dynamic` input: each applies (one
+/// `fori_loop` per step) and both backends agree.
+#[test]
+fn loops_with_drawn_bodies() {
+    let spec = Spec {
+        rows: 3,
+        cols: 2,
+        a: vec![1, -2, 3, 0, 4, -1],
+        b: vec![0, 1, 2, -2, 0, 3],
+        dynamic_input: Some(1),
+        steps: vec![
+            Step::LoopBody(0, false, vec![0, 3, 7]),
+            Step::LoopBody(1, true, vec![8, 2, 11, 4]),
+            Step::LoopBody(0, true, vec![5, 6, 9, 1]),
+            Step::LoopBody(1, false, vec![4, 6, 10]),
+        ],
+    };
+    let ir = ops_in(&spec);
+    assert_eq!(ir.matches("= fori_loop").count(), 4, "{ir}");
     check_fixed(spec);
 }

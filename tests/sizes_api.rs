@@ -270,3 +270,14 @@ backend_test! {
         assert_eq!(back.sum_dims(&[1], false).to_vec::<f32>().unwrap(), vec![2.0; 3]);
     }
 }
+
+backend_test! {
+    fn narrow_past_the_real_size_says_what_was_asked_and_what_to_use() {
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 0.0, 3.0], &[4]).unwrap();
+        let real = x.gt_scalar(0.5).nonzero().flatten(); // [<=4], 3 real
+        let err = real.narrow(0, 3, 1).to_vec::<i64>().unwrap_err().to_string();
+        assert!(err.starts_with("narrow"), "{err}");
+        assert!(err.contains("1 elements were asked for") && err.contains("only 0 from the start"), "{err}");
+        assert!(err.contains("slice(dim, start..start + len)") && !err.contains("pad_to_bound"), "{err}");
+    }
+}

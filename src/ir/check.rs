@@ -163,6 +163,20 @@ impl SizeCheck {
     /// The error for a check that did not hold when the program ran, with
     /// the values its sizes had (`l`, `r`).
     pub fn failure(&self, l: i64, r: i64) -> Error {
+        if let ("narrow", CheckKind::Equal) = (self.op, self.kind) {
+            // `narrow`'s check: the elements there from its start against
+            // the length it asked for.
+            return Error::SizeCheckFailed {
+                op: self.op,
+                message: format!(
+                    "{l} elements were asked for, but the dynamic dim holds only {r} from the start \
+                     (the check: {}); narrow takes exactly its length: check the size first \
+                     (`size(dim).sym_ge(start + len)`), or take at most that many with \
+                     `slice(dim, start..start + len)`",
+                    self.describe()
+                ),
+            };
+        }
         let values = match self.kind {
             CheckKind::Equal => format!("they are {l} and {r}"),
             CheckKind::NonNegative => format!("it is {l}"),

@@ -13,14 +13,17 @@ type Key = Vec<u8>;
 
 type Cache = LruCache<Key, ExecutableRef, rustc_hash::FxBuildHasher>;
 
-static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
-    let cap = std::env::var("LAZYXLA_CACHE_SIZE")
+static CACHE: LazyLock<Mutex<Cache>> =
+    LazyLock::new(|| Mutex::new(LruCache::with_hasher(cap(), rustc_hash::FxBuildHasher)));
+
+/// The capacity: `LAZYXLA_CACHE_SIZE`, default 256.
+fn cap() -> NonZeroUsize {
+    std::env::var("LAZYXLA_CACHE_SIZE")
         .ok()
         .and_then(|v| v.parse().ok())
         .and_then(NonZeroUsize::new)
-        .unwrap_or(NonZeroUsize::new(256).expect("nonzero"));
-    Mutex::new(LruCache::with_hasher(cap, rustc_hash::FxBuildHasher))
-});
+        .unwrap_or(NonZeroUsize::new(256).expect("nonzero"))
+}
 
 /// Appends `device`'s identity to a program's key, making it the key of
 /// that program on that device.
@@ -49,6 +52,15 @@ pub(crate) fn set_capacity(n: usize) {
     if let Some(n) = NonZeroUsize::new(n) {
         CACHE.lock().resize(n);
     }
+}
+
+/// Forgets every compiled program (not an eviction).
+pub(crate) fn clear() {
+    let old = std::mem::replace(
+        &mut *CACHE.lock(),
+        LruCache::with_hasher(cap(), rustc_hash::FxBuildHasher),
+    );
+    drop(old);
 }
 
 /// Number of compiled programs held.

@@ -2,7 +2,9 @@
 //!
 //! `backend_test! { fn name() { body } }` expands to a module `name` with a
 //! `reference` test and a `pjrt` test. Both hold the process-wide test
-//! lock, because counters and `mark_step` are process-wide. The PJRT test
+//! lock, because counters, the compile cache and `mark_step` are
+//! process-wide, and start from a fresh process state
+//! ([`fresh_process_state`]). The PJRT test
 //! FAILS when `LAZYXLA_REQUIRE_PJRT=1` and no plugin loads; without that
 //! variable it reports the skip on stderr and returns.
 #![allow(dead_code)]
@@ -27,7 +29,7 @@ pub fn lock() -> MutexGuard<'static, ()> {
 fn ask_for_devices() {
     if matches!(
         env!("CARGO_CRATE_NAME"),
-        "data_parallel" | "ops_collective" | "donation"
+        "data_parallel" | "ops_collective" | "donation" | "threads"
     ) {
         lazyxla::set_cpu_device_count(4).unwrap();
     }
@@ -50,11 +52,26 @@ pub fn pjrt_device() -> Option<Device> {
     }
 }
 
-/// Runs `body` on `device` with counters reset.
+/// Runs `body` on `device` with the process-wide state a test may count
+/// or change set back first (see [`fresh_process_state`]).
 pub fn run_on(device: &Device, body: impl FnOnce()) {
     let _g = lock();
-    lazyxla::metrics::reset();
+    fresh_process_state();
     device.scoped(body)
+}
+
+/// The process-wide state every test of one binary shares, set as a new
+/// process would have it: the counters, the compile cache (a test that
+/// counts compiles must not find the programs another test compiled first:
+/// which test runs first changes from run to run), and the switches a
+/// test may turn (bucketed bounds, automatic dynamic dims, the graph
+/// limits). A test that changes one of them holds [`lock`] while it does.
+pub fn fresh_process_state() {
+    lazyxla::metrics::reset();
+    lazyxla::debug::clear_compile_cache();
+    lazyxla::set_size_buckets(None);
+    lazyxla::set_automatic_dynamic(false);
+    lazyxla::debug::set_graph_limits(4_000_000, 64);
 }
 
 #[macro_export]

@@ -2,7 +2,9 @@
 //! `fori_loop` and `while_loop` over a pool operand, with static carries,
 //! a data-dependent trip count, a carry that shrinks and one that grows
 //! (sometimes past its bound, which fails the step alike on both
-//! backends). Values that decide a size or a trip count are snapped.
+//! backends), and loops whose bodies are drawn from a small op set over
+//! a static or a dynamic carry. Values that decide a size or a trip count
+//! are snapped.
 
 use super::{snapped, threshold};
 use lazyxla::{fori_loop, while_loop, DType, Tensor};
@@ -64,4 +66,45 @@ pub fn looped(x: &Tensor, k: u8) -> Tensor {
             out[0].clone()
         }
     }
+}
+
+/// A `fori_loop` of 3 iterations whose body applies `ops` to the carry in
+/// turn: the operand itself, or (`dynamic`) its snapped-positive elements,
+/// a carry whose size may change in every iteration. Each op: 0 tanh, 1
+/// sine, 2 halving, 3 plus the counter, 4 times the captured mean, 5 a
+/// softmax, 6 a reversal, 7 a cumulative sum; on a dynamic carry, 8..12
+/// keep the elements above a snapped threshold (it shrinks), else they
+/// square.
+pub fn looped_body(x: &Tensor, dynamic: bool, ops: &[u8]) -> Tensor {
+    let init = match dynamic {
+        true => {
+            let v = x.flatten();
+            v.masked_select(&snapped(&v).gt_scalar(threshold(-3.0)))
+        }
+        false => x.clone(),
+    };
+    let mean = x.mean();
+    let out = fori_loop(3, std::slice::from_ref(&init), |i, c| {
+        let mut v = c[0].clone();
+        let fi = i.to_dtype(DType::F32);
+        for &op in ops {
+            v = match op {
+                0 => v.tanh(),
+                1 => v.sin(),
+                2 => &v * 0.5,
+                3 => &v + &fi,
+                4 => &v * &mean,
+                5 => v.softmax(v.rank() - 1),
+                6 => v.flip(&[0]),
+                7 => v.cumsum(0),
+                _ if v.is_dynamic() => {
+                    let t = threshold(op as f64 - 10.0);
+                    v.masked_select(&snapped(&v).gt_scalar(t))
+                }
+                _ => v.square(),
+            };
+        }
+        vec![v]
+    });
+    out[0].clone()
 }
