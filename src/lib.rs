@@ -165,6 +165,26 @@ pub mod debug {
         crate::backend::pjrt::lower_text(&t.program())
     }
 
+    /// How long the host side of a sync takes for the program computing
+    /// `tensors`, without compiling or running it: (tracing and keying,
+    /// lowering to StableHLO text on the PJRT backend's lowering, the
+    /// program's node count). For the scaling benchmark.
+    #[doc(hidden)]
+    pub fn host_costs(
+        tensors: &[&Tensor],
+    ) -> crate::Result<(std::time::Duration, std::time::Duration, usize)> {
+        let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        let start = std::time::Instant::now();
+        let t = trace(&roots, &[], &[])?;
+        let traced = start.elapsed();
+        let program = t.program();
+        let start = std::time::Instant::now();
+        let text = crate::backend::pjrt::lower_text(&program)?;
+        let lowered = start.elapsed();
+        std::hint::black_box(text);
+        Ok((traced, lowered, program.nodes.len()))
+    }
+
     /// The number of compiled programs in the cache.
     pub fn cached_programs() -> usize {
         crate::runtime::cache::len()

@@ -9,6 +9,7 @@
 
 use crate::dtype::DType;
 use crate::ir::CmpOp;
+use smallvec::SmallVec;
 use std::fmt::Write;
 
 /// An element type.
@@ -121,17 +122,21 @@ impl Elt {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Ty {
     pub elt: Elt,
-    pub dims: Vec<i64>,
-    pub dynamic: Vec<bool>,
+    pub dims: Dims,
+    pub dynamic: SmallVec<[bool; 6]>,
 }
+
+/// A type's dimensions: inline up to rank 6, as nearly every value's are
+/// (a lowering clones types often; they should not allocate).
+pub(crate) type Dims = SmallVec<[i64; 6]>;
 
 impl Ty {
     /// A static type.
     pub fn fixed(elt: Elt, dims: &[i64]) -> Ty {
         Ty {
             elt,
-            dims: dims.to_vec(),
-            dynamic: vec![false; dims.len()],
+            dims: dims.into(),
+            dynamic: smallvec::smallvec![false; dims.len()],
         }
     }
 
@@ -168,35 +173,45 @@ impl Ty {
 
     /// The MLIR spelling.
     pub fn mlir(&self) -> String {
-        let mut s = String::from("tensor<");
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for Ty {
+    /// The MLIR spelling: `tensor<2x?xf32, #stablehlo.bounds<?, 6>>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("tensor<")?;
         for (d, &dy) in self.dims.iter().zip(&self.dynamic) {
             if dy {
-                s.push_str("?x");
+                f.write_str("?x")?;
             } else {
-                let _ = write!(s, "{d}x");
+                write!(f, "{d}x")?;
             }
         }
-        s.push_str(self.elt.mlir());
+        f.write_str(self.elt.mlir())?;
         if self.is_dynamic() {
-            s.push_str(", #stablehlo.bounds<");
-            let b: Vec<String> = self
-                .dims
-                .iter()
-                .zip(&self.dynamic)
-                .map(|(d, &dy)| if dy { d.to_string() } else { "?".into() })
-                .collect();
-            s.push_str(&b.join(", "));
-            s.push('>');
+            f.write_str(", #stablehlo.bounds<")?;
+            for (k, (d, &dy)) in self.dims.iter().zip(&self.dynamic).enumerate() {
+                if k > 0 {
+                    f.write_str(", ")?;
+                }
+                if dy {
+                    write!(f, "{d}")?;
+                } else {
+                    f.write_str("?")?;
+                }
+            }
+            f.write_str(">")?;
         }
-        s.push('>');
-        s
+        f.write_str(">")
     }
 }
 
 /// An SSA value with its type.
 #[derive(Clone, Debug)]
 pub(crate) struct V {
-    pub name: String,
+    /// `%v12`, `%arg0`, `%v7#1`: shared, as values are cloned for each use.
+    pub name: std::rc::Rc<str>,
     pub ty: Ty,
 }
 
@@ -238,7 +253,8 @@ fn direction(c: CmpOp) -> &'static str {
 
 /// A function body under construction.
 pub(crate) struct Builder {
-    pub lines: Vec<String>,
+    /// The body's lines, each ending in a newline.
+    pub text: String,
     next: usize,
     indent: usize,
 }
@@ -246,54 +262,82 @@ pub(crate) struct Builder {
 impl Builder {
     pub fn new() -> Builder {
         Builder {
-            lines: Vec::new(),
+            text: String::new(),
             next: 0,
             indent: 1,
         }
     }
 
-    pub fn fresh(&mut self) -> String {
+    /// Starts a line at the current indentation; the caller writes it
+    /// and ends it with a newline.
+    fn line(&mut self) -> &mut String {
+        for _ in 0..self.indent {
+            self.text.push_str("  ");
+        }
+        &mut self.text
+    }
+
+    /// Writes `(a, b, ..) : (ta, tb, ..)`'s two lists: the operands'
+    /// names, then (after `between`) their types.
+    fn operands(&mut self, args: &[&V], between: &str) {
+        let t = &mut self.text;
+        t.push('(');
+        for (k, a) in args.iter().enumerate() {
+            if k > 0 {
+                t.push_str(", ");
+            }
+            t.push_str(&a.name);
+        }
+        t.push(')');
+        t.push_str(between);
+        t.push('(');
+        for (k, a) in args.iter().enumerate() {
+            if k > 0 {
+                t.push_str(", ");
+            }
+            let _ = write!(t, "{}", a.ty);
+        }
+        t.push(')');
+    }
+
+    pub fn fresh(&mut self) -> std::rc::Rc<str> {
         self.next += 1;
-        format!("%v{}", self.next)
+        // Written on the stack: one allocation a name, the Rc's.
+        let mut buf = [0u8; 24];
+        let mut w = &mut buf[..];
+        let _ = std::io::Write::write_fmt(&mut w, format_args!("%v{}", self.next));
+        let len = 24 - w.len();
+        std::rc::Rc::from(std::str::from_utf8(&buf[..len]).expect("ASCII"))
     }
 
     fn push(&mut self, line: String) {
-        let pad = "  ".repeat(self.indent);
-        self.lines.push(format!("{pad}{line}"));
+        self.line().push_str(&line);
+        self.text.push('\n');
+    }
+
+    /// Emits `%r = "dialect.op"(operands) {attrs} : (types) -> result`.
+    fn generic(&mut self, dialect: &str, name: &str, args: &[&V], attrs: &str, ty: Ty) -> V {
+        let r = self.fresh();
+        let _ = write!(self.line(), "{r} = \"{dialect}.{name}\"");
+        let between = if attrs.is_empty() {
+            " : ".to_string()
+        } else {
+            format!(" {{{attrs}}} : ")
+        };
+        self.operands(args, &between);
+        let _ = writeln!(self.text, " -> {ty}");
+        V { name: r, ty }
     }
 
     /// Emits `%r = "op"(operands) {attrs} : (types) -> result`.
     pub fn op(&mut self, name: &str, args: &[&V], attrs: &str, ty: Ty) -> V {
-        let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
-        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
-        let attrs = if attrs.is_empty() {
-            String::new()
-        } else {
-            format!(" {{{attrs}}}")
-        };
-        self.push(format!(
-            "{r} = \"stablehlo.{name}\"({}){attrs} : ({}) -> {}",
-            names.join(", "),
-            tys.join(", "),
-            ty.mlir()
-        ));
-        V { name: r, ty }
+        self.generic("stablehlo", name, args, attrs, ty)
     }
 
     /// Emits a CHLO op (`"chlo.name"`): XLA's client-level ops, which the
     /// plugin expands when it compiles (`erf`, `top_k`).
     pub fn chlo(&mut self, name: &str, args: &[&V], ty: Ty) -> V {
-        let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
-        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
-        self.push(format!(
-            "{r} = \"chlo.{name}\"({}) : ({}) -> {}",
-            names.join(", "),
-            tys.join(", "),
-            ty.mlir()
-        ));
-        V { name: r, ty }
+        self.generic("chlo", name, args, "", ty)
     }
 
     /// An op with one region whose block takes `block_args` scalars and
@@ -309,7 +353,7 @@ impl Builder {
         body: impl FnOnce(&mut Builder, &[V]) -> Vec<V>,
     ) -> Vec<V> {
         let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_ref()).collect();
         let block: Vec<V> = block_args
             .iter()
             .map(|&e| V {
@@ -333,7 +377,7 @@ impl Builder {
         self.push(format!("^bb0({}):", sig.join(", ")));
         self.indent += 1;
         let yielded = body(self, &block);
-        let yn: Vec<&str> = yielded.iter().map(|v| v.name.as_str()).collect();
+        let yn: Vec<&str> = yielded.iter().map(|v| v.name.as_ref()).collect();
         let yt: Vec<String> = yielded.iter().map(|v| v.ty.mlir()).collect();
         self.push(format!(
             "\"stablehlo.return\"({}) : ({}) -> ()",
@@ -361,7 +405,7 @@ impl Builder {
                 name: if results.len() == 1 {
                     r.clone()
                 } else {
-                    format!("{r}#{i}")
+                    format!("{r}#{i}").into()
                 },
                 ty: t.clone(),
             })
@@ -374,9 +418,9 @@ impl Builder {
     /// (the condition yields an i1, the body the new state), separated by
     /// [`next_region`](Builder::next_region), and
     /// [`close_while`](Builder::close_while).
-    pub fn open_while(&mut self, args: &[V]) -> String {
+    pub fn open_while(&mut self, args: &[V]) -> std::rc::Rc<str> {
         let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_ref()).collect();
         let head = match args.len() {
             1 => format!("{r} = "),
             n => format!("{r}:{n} = "),
@@ -414,7 +458,7 @@ impl Builder {
 
     /// Ends a region by yielding `values` (`stablehlo.return`).
     pub fn yield_values(&mut self, values: &[V]) {
-        let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
+        let names: Vec<&str> = values.iter().map(|v| v.name.as_ref()).collect();
         let tys: Vec<String> = values.iter().map(|v| v.ty.mlir()).collect();
         self.push(format!(
             "\"stablehlo.return\"({}) : ({}) -> ()",
@@ -429,7 +473,7 @@ impl Builder {
     /// and separated by [`else_region`](Builder::else_region), and
     /// [`close_if`](Builder::close_if). The regions see the enclosing
     /// body's values; what a region defines is not visible after it.
-    pub fn open_if(&mut self, pred: &V) -> String {
+    pub fn open_if(&mut self, pred: &V) -> std::rc::Rc<str> {
         let r = self.fresh();
         self.push(format!("{r} = \"stablehlo.if\"({}) ({{", pred.name));
         self.indent += 1;
@@ -449,7 +493,7 @@ impl Builder {
         self.indent -= 1;
         self.push(format!("}}) : ({}) -> {}", pred.ty.mlir(), ty.mlir()));
         V {
-            name: r.to_string(),
+            name: r.to_string().into(),
             ty,
         }
     }
@@ -471,7 +515,7 @@ impl Builder {
         tys.iter()
             .enumerate()
             .map(|(i, t)| V {
-                name: result_name(r, tys.len(), i),
+                name: result_name(r, tys.len(), i).into(),
                 ty: t.clone(),
             })
             .collect()
@@ -495,7 +539,7 @@ impl Builder {
             indices.mlir()
         ));
         V {
-            name: format!("{r}#1"),
+            name: format!("{r}#1").into(),
             ty: indices,
         }
     }

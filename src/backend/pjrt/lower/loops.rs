@@ -411,14 +411,14 @@ impl Ctx<'_> {
                 Error::internal("pjrt lowering", "a saved carry of a loop that saves none")
             })?;
             return Ok(V {
-                name: result_name(&token.name, lay.len, at),
+                name: result_name(&token.name, lay.len, at).into(),
                 ty: ty.clone(),
             });
         }
         let c = &l.carries[index];
         let at = lay.carries[index];
         let buf = V {
-            name: result_name(&token.name, lay.len, at),
+            name: result_name(&token.name, lay.len, at).into(),
             ty: carry_ty(c),
         };
         let mut sizes = Vec::with_capacity(ty.rank());
@@ -427,7 +427,7 @@ impl Ctx<'_> {
             sizes.push(d.is_dynamic().then(|| {
                 next += 1;
                 V {
-                    name: result_name(&token.name, lay.len, next - 1),
+                    name: result_name(&token.name, lay.len, next - 1).into(),
                     ty: Ty::scalar(Elt::I32),
                 }
             }));

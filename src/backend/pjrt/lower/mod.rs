@@ -97,7 +97,7 @@ pub(super) struct Ctx<'p> {
     /// (`reduce::swapped_dots`); their dots are not lowered.
     swapped: HashMap<usize, reduce::Swapped>,
     /// What is known of each value's padding, by SSA name (`padding`).
-    pads: HashMap<String, padding::Padding>,
+    pads: HashMap<std::rc::Rc<str>, padding::Padding>,
     /// The variables whose zones are lowered as masks, with their first
     /// defining node (`masked`).
     masked: HashMap<u64, usize>,
@@ -127,7 +127,7 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
         let v = V {
-            name: format!("%arg{}", sig.len()),
+            name: format!("%arg{}", sig.len()).into(),
             ty: ty.clone(),
         };
         sig.push(format!("{}: {}", v.name, ty.mlir()));
@@ -219,17 +219,14 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
         None => false,
     };
 
-    let names: Vec<&str> = results.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = results.iter().map(|v| v.name.as_ref()).collect();
     let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
     let mut text = format!(
         "func.func @main({}) -> ({}) {{\n",
         sig.join(", "),
         tys.join(", ")
     );
-    for l in &ctx.b.lines {
-        text.push_str(l);
-        text.push('\n');
-    }
+    text.push_str(&ctx.b.text);
     text.push_str(&format!(
         "  \"func.return\"({}) : ({}) -> ()\n}}\n",
         names.join(", "),
@@ -924,8 +921,8 @@ fn head_of(t: &Ty, tail: i64) -> Ty {
     }
     Ty {
         elt: t.elt,
-        dims: t.dims[..keep].to_vec(),
-        dynamic: t.dynamic[..keep].to_vec(),
+        dims: t.dims[..keep].into(),
+        dynamic: t.dynamic[..keep].into(),
     }
 }
 
