@@ -5,7 +5,7 @@
 //! sizes its client and intra-op thread pools at max(cores, devices), so
 //! every extra device is a thread more on each pool, and on a machine with
 //! fewer cores than devices every step pays for the oversubscription
-//! (measured in `benches/README.md`, "Device count"). Several CPU devices
+//! (`benches/README.md`, "Current figures"). Several CPU devices
 //! are a test bed for data parallelism, asked for with
 //! [`set_cpu_device_count`](crate::set_cpu_device_count) or
 //! `LAZYXLA_CPU_DEVICES`. The count is fixed when the first CPU client or

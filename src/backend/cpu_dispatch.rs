@@ -8,7 +8,7 @@
 //! A small step read before the next one is recorded gains from it; a
 //! long one should neither hold up the recording of the next step nor
 //! take its temporaries from the main thread's `malloc` arena (measured in
-//! `benches/README.md`, "Inline dispatch"). So by default the client runs
+//! `benches/README.md`, "Current figures"). So by default the client runs
 //! programs inline and the backend hands those whose last run took 1 ms
 //! or more to a thread of its own (`pjrt::ffi::dispatch`), which gives
 //! both. The user may fix either plain form instead

@@ -43,7 +43,7 @@ impl Kind {
 /// XLA's CPU plugin as jaxlib 0.11.2 builds it (C API 0.115); its compiler
 /// runs lazyxla's step programs 10-25% faster than the XLA of
 /// `xla-cpu-pjrt` 0.0.1 (C API 0.81), which stays supported and tested
-/// (benches/README.md, "Plugins").
+/// (`benches/README.md`, "Current figures").
 pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
     (Kind::Tpu, "libtpu/libtpu.so"),
     (Kind::Cuda, "jax_plugins/xla_cuda13/xla_cuda_plugin.so"),
