@@ -1,4 +1,10 @@
 //! [`DeviceBuffer`], counted by the `LiveBuffers` gauge of `metrics`.
+//!
+//! A `DeviceBuffer` (one variant per backend) is owned by the device data
+//! or size cell that tensors share; a program's arguments borrow it
+//! (`ExecArgs<'a>`), and its outputs are one flat list (`ExecOutputs`) that
+//! a sync or replay takes from by position, so a result reaches its tensor
+//! with no allocation of its own.
 
 use super::pjrt;
 use crate::host::HostArray;

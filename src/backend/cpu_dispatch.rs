@@ -16,6 +16,21 @@
 //! `LAZYXLA_CPU_ASYNC_DISPATCH=1|0`). With several devices dispatch is
 //! asynchronous: a program's replicas must run at the same time. The
 //! client's form is fixed when it is made.
+//!
+//! A program handed over runs inline on the dispatch thread (its own
+//! `malloc` arena) while the caller goes on. Its results are `PjrtPending`
+//! buffers that wait for the run on first use (an argument of the next
+//! program, a read). Its arguments are lent as raw handles, so while any
+//! handed-over run is queued or running, a PJRT buffer dropped on another
+//! thread is destroyed by the dispatch thread after them, in queue order.
+//! The exit handler waits for the run in flight as for a plugin's event.
+//! `xla-cpu-pjrt` (C API 0.81) accepts the client option and ignores it:
+//! its runs never complete inside the call, so none is timed or handed
+//! over. The counters `ExecuteInline` (the completion event had fired when
+//! the execute call returned) and `ExecuteDispatched` say which way each
+//! run went. The thread's own arena is no cure-all: glibc shrinks it too,
+//! which costs a long step some of what the plugin's workers save; a
+//! program of long steps can ask for the plugin's dispatch.
 
 use crate::{Error, Result};
 use parking_lot::Mutex;

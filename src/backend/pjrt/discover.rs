@@ -6,6 +6,14 @@
 //! reports, then the usual per-user and system locations), each searched for
 //! the files that pip installs. Python is never required: it is asked once,
 //! with a timeout, only to learn where its packages are.
+//!
+//! Among the plugins found: TPU before CUDA before CPU, and among CPU
+//! plugins the newer XLA first (`lammps-jax-pjrt-cpu`, jaxlib 0.11.2's XLA,
+//! before `xla-cpu-pjrt`); the first that loads wins, so a newer plugin
+//! that fails to load falls back to the older one. One client per plugin
+//! per process. `Device::default()` is `LAZYXLA_BACKEND=reference|pjrt`,
+//! else XLA when a plugin loads, else the reference backend (stderr says
+//! which and why).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,6 +5,11 @@
 //! entry convention in `lower`); a dynamic tensor's sizes are separate i32
 //! scalar buffers. Results stay on the device and feed the next program
 //! directly; only `download` and `read_size` copy to the host.
+//!
+//! On a GPU the same backend runs on JAX's CUDA plugin (`jax-cuda13-pjrt`,
+//! found by discovery; checked on one H200 with the PJRT test suites).
+//! Reads go through `PJRT_Buffer_ToHostBuffer` there (a GPU buffer is not
+//! on the CPU), and uploads are copies.
 
 pub mod ffi;
 
