@@ -64,15 +64,15 @@ impl DeviceBuffer {
     }
 
     /// Replica `r`'s buffer of a replicated buffer.
-    pub fn replica(&self, r: usize) -> crate::Result<&DeviceBuffer> {
+    pub fn replica(&self, r: usize) -> crate::error::Result<&DeviceBuffer> {
         match &self.storage {
             Storage::Replicas(b) => b.get(r).ok_or_else(|| {
-                crate::Error::internal(
+                crate::error::Error::internal(
                     "replicas",
                     format!("replica {r} of a buffer of {}", b.len()),
                 )
             }),
-            _ => Err(crate::Error::internal(
+            _ => Err(crate::error::Error::internal(
                 "replicas",
                 "a buffer of one device where one per replica was expected",
             )),

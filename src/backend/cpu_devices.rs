@@ -22,7 +22,7 @@
 //! device to device (`PJRT_Buffer_CopyToDevice`, counted
 //! `TransferBetweenDevices`).
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 
 /// What was asked for, and the count once fixed (with whether it was

@@ -32,7 +32,7 @@
 //! which costs a long step some of what the plugin's workers save; a
 //! program of long steps can ask for the plugin's dispatch.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 

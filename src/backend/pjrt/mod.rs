@@ -24,10 +24,10 @@ pub(crate) use replicas::PjrtReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::metrics;
-use crate::{Error, Result};
 use ffi::dispatch::{Completion, PendingBuffer};
 use ffi::{Buffer, Client, CompileOptions, ElementType, Executable, OptionValue};
 use ffi::{PjrtError, Plugin};

@@ -363,7 +363,7 @@ pub(crate) fn with_index(p: &IxDyn, dim: usize, i: usize) -> IxDyn {
 }
 
 /// Checks an index against a size and converts it.
-pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::Result<usize> {
+pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::error::Result<usize> {
     if i < 0 || i as usize >= size {
         Err(super::err(
             op,

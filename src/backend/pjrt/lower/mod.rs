@@ -76,11 +76,11 @@ mod sort;
 mod window;
 
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::ir::program::{Program, VarSource};
 use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
-use crate::{Error, Result};
 pub(crate) use collective::collective_replicas;
 use emit::{Builder, Elt, Ty, V};
 use std::collections::HashMap;
