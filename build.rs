@@ -1,6 +1,7 @@
 //! Builds the C++ guard around PJRT calls (`src/backend/pjrt/ffi/guard.cc`):
 //! the only code that can stop a C++ exception thrown inside a plugin
-//! before it reaches Rust and aborts the process (DESIGN.md, "Crates").
+//! before it reaches Rust and aborts the process (DESIGN.md, "Crates and
+//! hand-written parts").
 
 fn main() {
     const GUARD: &str = "src/backend/pjrt/ffi/guard.cc";

@@ -1,4 +1,33 @@
 //! Element types and PyTorch's type promotion.
+//!
+//! # Half precision
+//!
+//! `DType::F16` and `DType::BF16` (elements `half::f16`, `half::bf16`) are
+//! floats in every respect: they promote as PyTorch (`bf16 + f32` is f32,
+//! `f16 + bf16` meets at f32, a Rust number or zero-dim float tensor leaves
+//! a half tensor half), can require gradients (the gradient has the leaf's
+//! dtype; through `to_dtype` an f32 leaf gets f32), upload and download as
+//! PJRT's F16/BF16 buffers and are read and written by `safetensors`.
+//!
+//! The reference backend computes each op in f32 and rounds the result to
+//! the node's half type (`reference/eval.rs`: half operands widened
+//! exactly, the result cast back), so every op rounds once. The XLA
+//! lowering emits `f16`/`bf16` tensors; matrix products, convolutions and
+//! reductions on halves widen their operands to f32, compute and convert
+//! the result back (`Ctx::in_f32`), so they accumulate in f32 as PyTorch's
+//! kernels do and agree with the reference. Elementwise ops stay in the
+//! half type; XLA CPU evaluates them through f32 and, by default
+//! (`xla_allow_excess_precision`, as in JAX), may keep f32 between the ops
+//! of one program: a value stored as a half (a program's result, uploaded
+//! data) is always rounded, an intermediate may be more precise than the
+//! reference's. So the backends agree within a rounding of the half type
+//! (the tolerance of `tests/half.rs`); with
+//! `XLA_FLAGS=--xla_allow_excess_precision=false` XLA rounds every op too
+//! and correctly rounded ops agree bit for bit (`tests/half_exact.rs`).
+//! lazyxla does not set the flag itself: it would mean editing the process
+//! environment, and it costs the excess-precision speed. Mixed-precision
+//! training keeps f32 weights and casts them to bf16 in the forward
+//! (`tests/half.rs`).
 
 use std::fmt;
 

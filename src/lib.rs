@@ -212,7 +212,7 @@ pub mod debug {
     }
 
     /// The canonical program that would compute `tensors`, printed (see the
-    /// printer's format in DESIGN.md). Runs nothing.
+    /// format in the module docs of `src/ir/print.rs`). Runs nothing.
     ///
     /// ```
     /// use lazyxla::Tensor;

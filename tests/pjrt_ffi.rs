@@ -6,35 +6,17 @@
 //! a missing plugin FAILS every test; otherwise each test reports the skip
 //! on stderr and returns.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::{Arc, OnceLock};
 
 use lazyxla::debug::pjrt_ffi::{Buffer, Client, ElementType, Executable, LentBytes, Plugin};
-
-fn plugin_path() -> Option<PathBuf> {
-    match lazyxla::debug::pjrt_plugin_path() {
-        Ok(p) => Some(p),
-        Err(e) => {
-            if std::env::var("LAZYXLA_REQUIRE_PJRT").as_deref() == Ok("1") {
-                panic!("LAZYXLA_REQUIRE_PJRT=1 but no PJRT plugin is found: {e}");
-            }
-            eprintln!(
-                "SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}"
-            );
-            None
-        }
-    }
-}
 
 /// One client shared by the tests: creating a CPU client starts thread pools.
 fn client() -> Option<&'static Client> {
     static CLIENT: OnceLock<Option<Client>> = OnceLock::new();
     CLIENT
-        .get_or_init(|| {
-            let path = plugin_path()?;
-            let plugin = Plugin::load(&path).expect("load plugin");
-            Some(Client::new(plugin).expect("create client"))
-        })
+        .get_or_init(|| Some(Client::new(common::plugin()?).expect("create client")))
         .as_ref()
 }
 
@@ -147,7 +129,9 @@ fn compile(c: &Client, text: &str) -> Executable {
 
 #[test]
 fn load_reads_version_and_is_shared() {
-    let Some(path) = plugin_path() else { return };
+    let Some(path) = common::plugin_path() else {
+        return;
+    };
     let plugin = Plugin::load(&path).unwrap();
     let (major, minor) = plugin.api_version();
     assert_eq!(major, 0);
@@ -399,7 +383,9 @@ fn async_results_chain_and_outlive_their_inputs() {
 
 #[test]
 fn objects_outlive_client_handle_and_cross_threads() {
-    let Some(path) = plugin_path() else { return };
+    let Some(path) = common::plugin_path() else {
+        return;
+    };
     let c = Client::new(Plugin::load(&path).unwrap()).unwrap();
     let exe = Arc::new(compile(&c, ADD_F32));
     let a = Arc::new(f32s(&c, &[1.0, 2.0, 3.0], &[3]));

@@ -6,24 +6,11 @@
 //! With `LAZYXLA_REQUIRE_PJRT=1` a missing plugin FAILS every test;
 //! otherwise each test reports the skip on stderr and returns.
 
+mod common;
+
 use std::sync::OnceLock;
 
-use lazyxla::debug::pjrt_ffi::{Buffer, Client, CompileOptions, ElementType, OptionValue, Plugin};
-
-fn plugin() -> Option<std::sync::Arc<Plugin>> {
-    match lazyxla::debug::pjrt_plugin_path() {
-        Ok(p) => Some(Plugin::load(&p).expect("load plugin")),
-        Err(e) => {
-            if std::env::var("LAZYXLA_REQUIRE_PJRT").as_deref() == Ok("1") {
-                panic!("LAZYXLA_REQUIRE_PJRT=1 but no PJRT plugin is found: {e}");
-            }
-            eprintln!(
-                "SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}"
-            );
-            None
-        }
-    }
-}
+use lazyxla::debug::pjrt_ffi::{Buffer, Client, CompileOptions, ElementType, OptionValue};
 
 /// A client of 5 devices, shared by the tests, which run programs on 4
 /// at most: a launch on every device of a CPU client can hang for want
@@ -33,7 +20,7 @@ fn client() -> Option<&'static Client> {
     CLIENT
         .get_or_init(|| {
             let option = [("cpu_device_count", OptionValue::Int64(5))];
-            Some(Client::with_options(plugin()?, &option).expect("create client"))
+            Some(Client::with_options(common::plugin()?, &option).expect("create client"))
         })
         .as_ref()
 }
@@ -101,7 +88,7 @@ module @spmd attributes {mhlo.num_replicas = 1 : i32, mhlo.num_partitions = 4 : 
 
 #[test]
 fn cpu_device_count_sets_the_number_of_devices() {
-    let Some(p) = plugin() else { return };
+    let Some(p) = common::plugin() else { return };
     for n in [1i64, 2, 8] {
         let c = Client::with_options(p.clone(), &[("cpu_device_count", OptionValue::Int64(n))])
             .unwrap();

@@ -18,6 +18,14 @@
 //! shape. A `while_loop` or a `fori_loop` whose trip count is a tensor
 //! has no fixed sequence of iterations to run back: backward through
 //! one is an error that says what to do instead.
+//!
+//! A loop inside a body saves nothing when recorded (its stacks would go
+//! unused): the gradient's instantiation of the body makes its loops save.
+//! `detach` and `no_grad` inside a body stop gradients as outside (the body
+//! remembers the nodes they made, `Loop::grad_stops`). Through a
+//! `while_loop`, a tensor trip count, a dynamic carry or a dynamic captured
+//! value that needs a gradient, `backward()` panics saying what to use
+//! instead.
 
 use super::vjp;
 use crate::ir::check::SizeCheck;

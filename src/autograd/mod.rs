@@ -11,6 +11,21 @@
 //! gradient. Gradients flow through dynamic zones: `masked_select` scatters
 //! back into the input's shape, `index_select` and `gather` scatter-add,
 //! reductions and `matmul` over dynamic dims, `pad_to_bound` crops back.
+//!
+//! A leaf with `requires_grad(true)` used as an operand (outside
+//! `no_grad`) is recorded as a copy of its node marked `grad_leaf`.
+//! Backward walks iteratively, skipping nodes that need no gradient; only
+//! float results carry gradients. Through dynamic zones `cat` splits at
+//! `SymInt` offsets and a guard checks back; ties in `max`/`min` share the
+//! gradient, as PyTorch.
+//!
+//! A sync replaces a tensor's node by a data leaf; when gradients flow
+//! through the node and no backward has gone through it yet, the leaf
+//! keeps it (`Node::grad_history`) and backward follows it, so a value
+//! read before its backward (`loss.item()` then `loss.backward()`) keeps
+//! its graph, as in PyTorch; that backward recomputes the forward values
+//! it needs. After a backward (PyTorch's `retain_graph=False`) a sync
+//! keeps nothing, so a training loop holds no old graph.
 
 mod collective;
 mod loops;

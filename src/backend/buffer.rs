@@ -1,4 +1,10 @@
 //! [`DeviceBuffer`], counted by the `LiveBuffers` gauge of `metrics`.
+//!
+//! A `DeviceBuffer` (one variant per backend) is owned by the device data
+//! or size cell that tensors share; a program's arguments borrow it
+//! (`ExecArgs<'a>`), and its outputs are one flat list (`ExecOutputs`) that
+//! a sync or replay takes from by position, so a result reaches its tensor
+//! with no allocation of its own.
 
 use super::pjrt;
 use crate::host::HostArray;
@@ -58,15 +64,15 @@ impl DeviceBuffer {
     }
 
     /// Replica `r`'s buffer of a replicated buffer.
-    pub fn replica(&self, r: usize) -> crate::Result<&DeviceBuffer> {
+    pub fn replica(&self, r: usize) -> crate::error::Result<&DeviceBuffer> {
         match &self.storage {
             Storage::Replicas(b) => b.get(r).ok_or_else(|| {
-                crate::Error::internal(
+                crate::error::Error::internal(
                     "replicas",
                     format!("replica {r} of a buffer of {}", b.len()),
                 )
             }),
-            _ => Err(crate::Error::internal(
+            _ => Err(crate::error::Error::internal(
                 "replicas",
                 "a buffer of one device where one per replica was expected",
             )),

@@ -5,13 +5,24 @@
 //! sizes its client and intra-op thread pools at max(cores, devices), so
 //! every extra device is a thread more on each pool, and on a machine with
 //! fewer cores than devices every step pays for the oversubscription
-//! (measured in `benches/README.md`, "Device count"). Several CPU devices
+//! (`benches/README.md`, "Current figures"). Several CPU devices
 //! are a test bed for data parallelism, asked for with
 //! [`set_cpu_device_count`](crate::set_cpu_device_count) or
 //! `LAZYXLA_CPU_DEVICES`. The count is fixed when the first CPU client or
 //! reference device group is made.
+//!
+//! A CPU client of more than one device is created with one device more
+//! than lazyxla exposes: the 0.81 plugin runs a launch's replicas on a pool
+//! of one thread per device, and a launch on every device could wait in
+//! its first collective for the last replica's thread until the plugin
+//! aborts. Devices are named `pjrt:cpu`, `pjrt:cpu:1`, .. (`reference`,
+//! `reference:1`, .. on the reference backend, all in host memory); a
+//! program for device `k` is compiled with a device assignment naming it
+//! (`CompileOptions`). `to_device` between devices of one client copies
+//! device to device (`PJRT_Buffer_CopyToDevice`, counted
+//! `TransferBetweenDevices`).
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 
 /// What was asked for, and the count once fixed (with whether it was

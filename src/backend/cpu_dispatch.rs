@@ -8,7 +8,7 @@
 //! A small step read before the next one is recorded gains from it; a
 //! long one should neither hold up the recording of the next step nor
 //! take its temporaries from the main thread's `malloc` arena (measured in
-//! `benches/README.md`, "Inline dispatch"). So by default the client runs
+//! `benches/README.md`, "Current figures"). So by default the client runs
 //! programs inline and the backend hands those whose last run took 1 ms
 //! or more to a thread of its own (`pjrt::ffi::dispatch`), which gives
 //! both. The user may fix either plain form instead
@@ -16,8 +16,23 @@
 //! `LAZYXLA_CPU_ASYNC_DISPATCH=1|0`). With several devices dispatch is
 //! asynchronous: a program's replicas must run at the same time. The
 //! client's form is fixed when it is made.
+//!
+//! A program handed over runs inline on the dispatch thread (its own
+//! `malloc` arena) while the caller goes on. Its results are `PjrtPending`
+//! buffers that wait for the run on first use (an argument of the next
+//! program, a read). Its arguments are lent as raw handles, so while any
+//! handed-over run is queued or running, a PJRT buffer dropped on another
+//! thread is destroyed by the dispatch thread after them, in queue order.
+//! The exit handler waits for the run in flight as for a plugin's event.
+//! `xla-cpu-pjrt` (C API 0.81) accepts the client option and ignores it:
+//! its runs never complete inside the call, so none is timed or handed
+//! over. The counters `ExecuteInline` (the completion event had fired when
+//! the execute call returned) and `ExecuteDispatched` say which way each
+//! run went. The thread's own arena is no cure-all: glibc shrinks it too,
+//! which costs a long step some of what the plugin's workers save; a
+//! program of long steps can ask for the plugin's dispatch.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -11,9 +11,9 @@ pub(crate) mod reference;
 
 pub(crate) use buffer::{DeviceBuffer, Storage};
 
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::program::Program;
-use crate::Result;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -91,7 +91,7 @@ impl ExecOutputs {
     /// Takes the last output (a program's check status).
     pub fn take_last(&mut self) -> Result<DeviceBuffer> {
         let at = self.buffers.len().checked_sub(1).ok_or_else(|| {
-            crate::Error::internal("execute", "a program with checks returned no status")
+            crate::error::Error::internal("execute", "a program with checks returned no status")
         })?;
         let b = self.take(at)?;
         self.buffers.pop();
@@ -104,7 +104,7 @@ impl ExecOutputs {
             .get_mut(at)
             .and_then(Option::take)
             .ok_or_else(|| {
-                crate::Error::internal(
+                crate::error::Error::internal(
                     "execute",
                     format!(
                         "output {at} of {} is missing or was taken already",
@@ -174,7 +174,7 @@ pub(crate) trait Backend: Send + Sync {
     fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {
         match hosts {
             [h] => self.upload(h, bound),
-            _ => Err(crate::Error::internal(
+            _ => Err(crate::error::Error::internal(
                 "upload",
                 format!("{} arrays for one device", hosts.len()),
             )),
@@ -185,7 +185,7 @@ pub(crate) trait Backend: Send + Sync {
     /// buffer, which [`SizeArg::Device`] passes to programs (a replicated
     /// backend's per-replica sizes, from `parallel::shard`).
     fn upload_sizes(&self, sizes: &[i64]) -> Result<DeviceBuffer> {
-        Err(crate::Error::internal(
+        Err(crate::error::Error::internal(
             "upload",
             format!("{} sizes for a device that is not replicated", sizes.len()),
         ))
@@ -199,7 +199,7 @@ pub(crate) trait Backend: Send + Sync {
     ) -> Result<Vec<HostArray>> {
         match shapes {
             [s] => Ok(vec![self.download(buffer, s)?]),
-            _ => Err(crate::Error::internal(
+            _ => Err(crate::error::Error::internal(
                 "download",
                 format!("{} shapes for one device", shapes.len()),
             )),

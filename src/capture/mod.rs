@@ -16,6 +16,34 @@
 //! dtypes, static sizes and bounds, and the dtypes, shapes and gradient
 //! presence of the tensors it reads and writes. Anything else is recorded
 //! as a constant (see [`CapturedStep`]).
+//!
+//! - **Recording** (`record.rs`): run the function between two syncs; it
+//!   must compute and read nothing (a read would split the step into two
+//!   programs: an error says to read after `run`). What it left pending is
+//!   returned tensors, tensors that existed before (parameters, moments,
+//!   the Dropout seed) and their gradients; anything else escaped the step
+//!   and is an error. Each parameter is traced to where a replay finds it:
+//!   input `k`, the value or gradient of a tensor that existed before, or a
+//!   constant. A computed size becomes a new variable per replay (a caller
+//!   may still hold the last one's).
+//! - **Replay** (`replay.rs`): check that the state fits, gather the
+//!   parameters, start the program, rebind state and gradients, return the
+//!   results; nothing is recorded, traced or hashed. A result that exactly
+//!   one tensor receives moves *in place* into that tensor's data leaf when
+//!   `Arc::get_mut` proves nothing else shares it; a value someone still
+//!   holds keeps what it was, as in eager code. The hooks for this
+//!   (`tensor/replay_hooks.rs`) serve `capture` alone (`tests/layers.rs`).
+//! - **Variants**: keyed by the inputs' dtypes, static sizes, bounds,
+//!   shared size variables and aliasing. A replay also needs every tensor
+//!   it reads to exist with its recorded dtype and shape, and every
+//!   gradient it writes present or absent as when recorded; otherwise the
+//!   step is recorded again (at most 16 variants, or `max_graphs(n)`). So a
+//!   loop that clears gradients first records twice.
+//! - **Semantics** (JAX's rules): host data and plain numbers inside the
+//!   step are constants of the recording; what changes belongs in an input
+//!   or in a tensor that exists before the first call. Inputs are
+//!   read-only. Errors before a replay's start leave every tensor as it
+//!   was.
 
 mod record;
 mod replay;

@@ -34,6 +34,18 @@
 //! deepest placeholder it depends on (`Node::loop_depth`). Tracing from
 //! the results stops at shallower nodes: those are the values from
 //! outside, captured (scalars are copied in as constants instead).
+//!
+//! # Bounds
+//!
+//! The user states a carry's bound with its initial value
+//! (`mark_dynamic(dim, bound)`, or a dynamic op's bound). The body returns
+//! each carry with the same dtype, rank and static sizes, and dynamic sizes
+//! within the bounds: a smaller bound is widened; a larger one panics
+//! naming the loop, the carry and both shapes; `with_bound(dim, bound)`
+//! caps a carry that grows with `cat`, checked when the program runs. A
+//! body's value used outside the body is an error naming the loop. The
+//! loop is one `stablehlo.while` of the step's program: nothing is
+//! unrolled and nothing goes back to the host.
 
 use super::check::SizeCheck;
 use super::leaf::LeafData;

@@ -1,6 +1,26 @@
 //! Neural-network building blocks: the [`Module`] trait, layers with
 //! PyTorch's default initialisations (seeded), activations and losses.
 //!
+//! Each module lists its own parameters, buffers and named children;
+//! `named_parameters`, `named_buffers`, `parameters` and `train` walk that
+//! tree with PyTorch's dotted names (`layer1.0.conv1.weight`, `Sequential`
+//! children `0`, `1`, ..). `Linear`, `Embedding`, `LayerNorm`,
+//! convolutions, pools, `BatchNorm2d`, `GroupNorm`, `RmsNorm`,
+//! `MultiheadAttention` with PyTorch's initialisations, `Dropout`,
+//! activations, `Sequential`, `scaled_dot_product_attention`; losses
+//! `mse_loss`, `cross_entropy`, `binary_cross_entropy_with_logits`,
+//! `smooth_l1_loss`; `clip_grad_norm`, which scales gradients by a lazy
+//! factor (no host read); `load_state_dict`.
+//!
+//! Parameters and buffers are created as device data, so the first step
+//! has the same structure as the rest. BatchNorm's running statistics are
+//! device state that training `assign`s in the step's own program (batch
+//! statistics detached, the real count of a dynamic batch), like an
+//! optimizer's moments. Dropout draws its mask in the graph from a seed
+//! tensor: a fresh scalar per eager call (a device state advanced in place
+//! would chain updates across reads and recompile), device state inside a
+//! captured step (a scalar would be a constant).
+//!
 //! ```
 //! use lazyxla::nn::{Linear, Module};
 //! use lazyxla::Tensor;

@@ -5,109 +5,81 @@
 use super::Module;
 use crate::tensor::Tensor;
 
-/// Max pooling, as `torch.nn.MaxPool2d` (see [`Tensor::max_pool2d`]).
-///
-/// ```
-/// use lazyxla::nn::{MaxPool2d, Module};
-/// use lazyxla::Tensor;
-/// let x = Tensor::from_vec((0..16).map(|v| v as f32).collect(), &[1, 1, 4, 4]).unwrap();
-/// let y = MaxPool2d::new((2, 2)).forward(&x);
-/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
-/// ```
-#[derive(Clone, Debug)]
-pub struct MaxPool2d {
-    /// Window size (height, width).
-    pub kernel: (usize, usize),
-    /// Step between windows (default: the kernel).
-    pub stride: (usize, usize),
-    /// `-inf` padding on each side of H and W (default: none).
-    pub padding: (usize, usize),
-}
-
-impl MaxPool2d {
-    /// A layer with stride = kernel and no padding.
-    #[track_caller]
-    pub fn new(kernel: (usize, usize)) -> MaxPool2d {
-        MaxPool2d {
-            kernel,
-            stride: kernel,
-            padding: (0, 0),
+/// A pooling layer over a fixed window: the struct (kernel, stride,
+/// padding), its builder and its `Module` impl calling the tensor method.
+macro_rules! window_pool {
+    ($(#[$doc:meta])* $name:ident, $method:ident, $fill:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $name {
+            /// Window size (height, width).
+            pub kernel: (usize, usize),
+            /// Step between windows (default: the kernel).
+            pub stride: (usize, usize),
+            #[doc = concat!($fill, " padding on each side of H and W (default: none).")]
+            pub padding: (usize, usize),
         }
-    }
 
-    /// Sets the stride.
-    #[track_caller]
-    pub fn stride(mut self, stride: (usize, usize)) -> MaxPool2d {
-        self.stride = stride;
-        self
-    }
+        impl $name {
+            /// A layer with stride = kernel and no padding.
+            #[track_caller]
+            pub fn new(kernel: (usize, usize)) -> $name {
+                $name {
+                    kernel,
+                    stride: kernel,
+                    padding: (0, 0),
+                }
+            }
 
-    /// Sets the padding.
-    #[track_caller]
-    pub fn padding(mut self, padding: (usize, usize)) -> MaxPool2d {
-        self.padding = padding;
-        self
-    }
-}
+            /// Sets the stride.
+            #[track_caller]
+            pub fn stride(mut self, stride: (usize, usize)) -> $name {
+                self.stride = stride;
+                self
+            }
 
-impl Module for MaxPool2d {
-    #[track_caller]
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.max_pool2d(self.kernel, self.stride, self.padding)
-    }
-}
-
-/// Average pooling, as `torch.nn.AvgPool2d` with `count_include_pad`
-/// (see [`Tensor::avg_pool2d`]).
-///
-/// ```
-/// use lazyxla::nn::{AvgPool2d, Module};
-/// use lazyxla::Tensor;
-/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 1, 2, 2]).unwrap();
-/// let y = AvgPool2d::new((2, 2)).forward(&x);
-/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.5]);
-/// ```
-#[derive(Clone, Debug)]
-pub struct AvgPool2d {
-    /// Window size (height, width).
-    pub kernel: (usize, usize),
-    /// Step between windows (default: the kernel).
-    pub stride: (usize, usize),
-    /// Zero padding on each side of H and W (default: none).
-    pub padding: (usize, usize),
-}
-
-impl AvgPool2d {
-    /// A layer with stride = kernel and no padding.
-    #[track_caller]
-    pub fn new(kernel: (usize, usize)) -> AvgPool2d {
-        AvgPool2d {
-            kernel,
-            stride: kernel,
-            padding: (0, 0),
+            /// Sets the padding.
+            #[track_caller]
+            pub fn padding(mut self, padding: (usize, usize)) -> $name {
+                self.padding = padding;
+                self
+            }
         }
-    }
 
-    /// Sets the stride.
-    #[track_caller]
-    pub fn stride(mut self, stride: (usize, usize)) -> AvgPool2d {
-        self.stride = stride;
-        self
-    }
-
-    /// Sets the padding.
-    #[track_caller]
-    pub fn padding(mut self, padding: (usize, usize)) -> AvgPool2d {
-        self.padding = padding;
-        self
-    }
+        impl Module for $name {
+            #[track_caller]
+            fn forward(&self, x: &Tensor) -> Tensor {
+                x.$method(self.kernel, self.stride, self.padding)
+            }
+        }
+    };
 }
 
-impl Module for AvgPool2d {
-    #[track_caller]
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.avg_pool2d(self.kernel, self.stride, self.padding)
-    }
+window_pool! {
+    /// Max pooling, as `torch.nn.MaxPool2d` (see [`Tensor::max_pool2d`]).
+    ///
+    /// ```
+    /// use lazyxla::nn::{MaxPool2d, Module};
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec((0..16).map(|v| v as f32).collect(), &[1, 1, 4, 4]).unwrap();
+    /// let y = MaxPool2d::new((2, 2)).forward(&x);
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
+    /// ```
+    MaxPool2d, max_pool2d, "`-inf`"
+}
+
+window_pool! {
+    /// Average pooling, as `torch.nn.AvgPool2d` with `count_include_pad`
+    /// (see [`Tensor::avg_pool2d`]).
+    ///
+    /// ```
+    /// use lazyxla::nn::{AvgPool2d, Module};
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 1, 2, 2]).unwrap();
+    /// let y = AvgPool2d::new((2, 2)).forward(&x);
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.5]);
+    /// ```
+    AvgPool2d, avg_pool2d, "Zero"
 }
 
 /// Adaptive average pooling to a fixed output size, as

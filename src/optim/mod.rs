@@ -6,6 +6,13 @@
 //! changing the rate ([`Optimizer::set_lr`], a
 //! [scheduler](lr_scheduler)) never recompiles.
 //!
+//! `Sgd`, `Adam` and `AdamW`: `step()` assigns the update into each
+//! parameter under `no_grad`. `set_lr` assigns a new scalar in place (a
+//! captured step reads it as state), so the schedulers (`lr_scheduler`,
+//! PyTorch's closed forms) never recompile. `state_dict` gives detached
+//! tensors under PyTorch's flattened names; `load_state_dict` validates
+//! every key first, then assigns.
+//!
 //! ```
 //! use lazyxla::{optim::{Optimizer, Sgd}, Tensor, mark_step};
 //! let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);

@@ -9,6 +9,32 @@
 //! [`Tensor::replica_id`]); [`shard`], which splits a batch along dim 0;
 //! and [`DataParallel`], which puts them together around a step.
 //!
+//! Model and optimizer are built under `dp.scoped(..)`: their tensors are
+//! created on the replicated device, the same values uploaded once per
+//! device. `shard_all` splits a batch along dim 0 (the first `B % N`
+//! replicas one row more); when N does not divide B, dim 0 is dynamic with
+//! bound `ceil(B / N)` and one per-replica size shared by the batch's
+//! tensors, so every remainder runs one program. `DataParallel::step`
+//! records zero_grad, the loss on each replica, backward,
+//! `reduce_gradients` and the optimizer step; `run` adds `mark_step`,
+//! `train_step` captures it. `reduce_gradients` `all_reduce`s each gradient
+//! (weighted, see below) and packs the loss and, for uneven parts, the
+//! replica's row count into one small vector for one more; XLA's
+//! all-reduce combiner merges them all into one all-reduce of all
+//! gradients in the compiled program, with no copy. `packed(true)` packs
+//! every gradient into one vector for one `all_reduce` in the IR instead,
+//! for a plugin that does not combine (the copies cost time on CPU). The
+//! weighting is `GradientAverage`: `Rows` (default) by each replica's share
+//! of the rows, exactly the full batch's gradient for a mean-over-rows loss
+//! even when the batch does not divide; `Replicas` the plain mean (DDP,
+//! `pmean`); `Sum` for a loss that normalizes itself over all replicas.
+//! The optimizer then applies the same update on every replica, so
+//! replicas stay bit-identical; nothing returns to the host. Dynamic zones
+//! inside a replica are ordinary: what is reduced, the parameters'
+//! gradients, is static. On the CPU plugin the N devices share the cores:
+//! several CPU devices are a test bed for the path that spreads a step over
+//! GPUs, not a speed-up.
+//!
 //! ```
 //! use lazyxla::prelude::*;
 //! use lazyxla::parallel::DataParallel;

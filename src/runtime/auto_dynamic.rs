@@ -11,6 +11,9 @@
 //! an op that needs a static size specializes it back to its value (a
 //! checked constant) instead of failing, so the switch never turns a
 //! working program into an error.
+//!
+//! Off by default because one line can make several different inputs (a
+//! test helper), which would all turn dynamic.
 
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -18,6 +18,18 @@
 //! first. The tensor layer applies the rule to leaves
 //! (`tensor::bucket`); the sync applies it to results
 //! (`runtime::sync`).
+//!
+//! When a step first uses a tensor holding device data with a dynamic dim
+//! (an op records on it, or its sizes are asked for), the dim's real size
+//! is read (waiting for the program that computed it). A program takes a
+//! bucket's buffer as it is and narrows it to the bucket as it reads it
+//! (`Program::param_buffers`, a static slice): the buffer's length is part
+//! of the key. Data in a buffer of another length (a value that crossed
+//! into the next bucket, host data) is copied through the host, once per
+//! crossing. A rebinding keeps shared sizes shared: tensors whose sizes
+//! were one variable get one new variable (per thread). A decode of 150
+//! tokens after a 61-token prompt compiles the prompt's program and one per
+//! bucket it passes (64, 128, 256: four in all).
 
 use crate::{Error, Result};
 use parking_lot::RwLock;

@@ -13,6 +13,48 @@
 //! from outside may be computed again later, and so may everything it
 //! reads; a parameter that nothing held from outside reads, whose device
 //! data no other node or handle shares, is read by this program alone.
+//!
+//! - **How it is expressed.** The main function's argument carries
+//!   `tf.aliasing_output = k : i32` (the result's position among the
+//!   function's results, what JAX's `donate_argnums` emits), and an
+//!   execution donates an aliased argument unless it is listed in
+//!   `PJRT_ExecuteOptions.non_donatable_input_indices` (the FFI lists
+//!   every argument it is not asked to donate). Measured on both CPU
+//!   plugins (`tests/pjrt_ffi.rs`): the result has the donated argument's
+//!   address, and the argument is deleted (reading it is PJRT's "Buffer
+//!   has been deleted or donated" error); an aliased argument that is not
+//!   donated keeps its value and the result gets fresh memory (XLA's copy
+//!   protection).
+//! - **What is aliased** depends on the graph alone (a tensor rebound to
+//!   result `j` was `assign`ed over the data leaf that is parameter `k`,
+//!   both static with one dtype and shape), so every step of one structure
+//!   has the same pairs and compiles once, donating or not. Pending work
+//!   computed in the same program may read the old value (XLA orders the
+//!   read first).
+//! - **Captured steps.** The recording's sync aliases as a lazy step does;
+//!   the variant notes each aliased parameter that is the old value of a
+//!   tensor it assigns (`Variant::donations`). A replay donates one when
+//!   the tensor's node and data are held by the tensor alone
+//!   (`Tensor::holds_alone`, the test its in-place result binding makes).
+//!   Replicated steps (`DataParallel`) donate the same argument positions
+//!   on every replica.
+//! - **When not.** A program with run-time size checks aliases nothing: a
+//!   failed check gives the assigned tensors their old values back, which
+//!   needs the old buffers (choosing this over `select(checks_ok, new,
+//!   old)` per result keeps the lowering as it is; such steps keep their
+//!   old memory cost). Dynamic-shaped state, the reference backend
+//!   (`Backend::donates` is false), and `LAZYXLA_PJRT_DONATE=0` (for
+//!   comparisons) alias nothing.
+//! - **After the start.** A donated parameter's device data is marked
+//!   (`DeviceData::mark_donated`): any later use is an error, never a read
+//!   of a deleted buffer. Such a use can only come from another thread
+//!   recording on the tensor while it syncs, which the proof cannot see. A
+//!   failed compile donates nothing; a program that fails while running
+//!   leaves the donated tensors holding its error. A buffer over lent host
+//!   memory may be donated: only its lender holds that memory, and the
+//!   lender lives until the plugin is done with it.
+//!
+//! Counted by `DonatedBuffer`.
 
 use super::device_data::DeviceData;
 use crate::ir::Node;

@@ -7,6 +7,15 @@
 //! digit. lazyxla follows PyTorch. The level is read when a program is
 //! traced and is part of its key, so changing it compiles anew and
 //! changing it back finds the earlier program.
+//!
+//! `set_float32_matmul_precision("highest" | "high" | "medium")`, default
+//! "highest", emits `HIGHEST`, `HIGH` or nothing on each f32
+//! `dot_general`; a loop body takes its enclosing program's level. Half
+//! products, widened to f32 to accumulate, and convolutions keep XLA's
+//! default (a GPU runs them on its fast units, as PyTorch's cuDNN does by
+//! default). A CPU computes every level in f32: the optimised CPU programs
+//! differ only in the annotation. On a GPU "highest" costs mostly compile
+//! time, for JAX as well.
 
 use crate::ir::program::MatmulPrecision;
 use crate::{Error, Result};

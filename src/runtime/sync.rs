@@ -1,5 +1,20 @@
 //! Sync: turn pending graphs into device data (the tensor layer rebinds
 //! its handles to the data leaves returned here).
+//!
+//! Computed sizes stay on the device in `runtime::size_values`, keyed by
+//! variable, while a size names it; `materialize()` reads them once
+//! (`SizeMaterialization`) or runs a program that returns only those sizes.
+//!
+//! **Carried sizes** (`FreshSizes`). A sync names each result's compound
+//! dynamic size (`min(256, s0 + 1)` after a `cat` and a `with_bound`) with
+//! a fresh variable bounded by `[0, bound]`, one per distinct expression; a
+//! size that is one variable keeps it. So data carried from step to step (a
+//! cache, a list of boxes) starts every step with a size of the same bounds
+//! and the step reuses its program; kept as an expression, the size would
+//! nest one level deeper and its lower bound rise every step. The price: a
+//! user's `SymInt` from before the sync and the data's new size are no
+//! longer equal as expressions, so an op that needs them equal checks it
+//! when the program runs (`reshape_sym` included).
 
 use super::cache;
 use super::canonical::trace_unkeyed;

@@ -1,5 +1,38 @@
 //! `mark_step` and syncing tensors: the runtime computes their pending
 //! nodes, and the tensors are rebound to the data leaves it returns.
+//!
+//! **Reading size checks.** Checks cost no extra program: the reference
+//! backend evaluates each before its node runs; on XLA the program returns
+//! one more output, `i32[3]` (the first failed check or -1, and its two
+//! sizes). A sync binds its results without waiting and leaves that status
+//! unread (`verify`): `mark_step` reads it before returning, a read after
+//! its transfer (which waits for the program anyway), and the next sync,
+//! size read or replay before going on; the CPU plugin's status is read in
+//! place. A failed check is `Error::SizeCheckFailed`, naming the op and
+//! both sizes with bounds and values; the step is undone: every tensor it
+//! `assign`ed gets its earlier value back (parameters and optimizer state
+//! read as before the step) and its other results fail with the same error
+//! wherever used. A captured replay reads the status before binding, since
+//! its results move into tensors in place.
+//!
+//! **Reads share work** (`with_sharing`). A read computes, with its
+//! tensor, every live pending tensor whose pending work (nodes that depend
+//! on device data) it shares, as `mark_step` would, except tensors
+//! gradients flow through (their graph waits for a backward); when that
+//! program fails a size check they stay pending and the read computes its
+//! tensor alone. So a loop that reads its loss and carries a state without
+//! `mark_step` runs one cached program per iteration instead of a graph
+//! that grows.
+//!
+//! **Failed steps.** `Error::StepFailed` gives the backend's reason, what
+//! it was computing and the pending tensors that need it, largest first:
+//! those stay pending and fail every later step until dropped or
+//! reassigned. On XLA a program that fails while running (out of device
+//! memory, say) is reported by the next `mark_step`, read or
+//! `Device::synchronize`, as PyTorch/XLA and JAX do: the tensors it
+//! computed hold the error, everything before is intact, except the old
+//! values of the tensors it updated that were donated to it (those hold
+//! the error too).
 
 use super::{registry, Tensor, TensorInner};
 use crate::device::Device;

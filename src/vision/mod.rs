@@ -8,6 +8,25 @@
 //! reaches a result or a gradient. `nms` starts a dynamic zone like
 //! `nonzero`: its kept indices are `[<=N]`.
 //!
+//! `box_iou` computes in torchvision's order of operations (the same float
+//! values as its `box_iou` and its CPU NMS kernel). Being compositions,
+//! the ops get both backends, dynamic inputs, gradients and the
+//! differential generator from the primitives they use.
+//!
+//! **A detector's step is one program** (`examples/models/mask_rcnn.rs`, a
+//! small Mask R-CNN; `tests/mask_rcnn.rs`). Each data-dependent count of
+//! torchvision's code is a dynamic size with a static bound: the objects of
+//! an image (`mark_dynamic` targets sharing one variable), the proposals
+//! (`nms(..).slice(0, ..post)`, Python's `keep[:post]`), and the sampled
+//! anchors and RoIs: torchvision's `randperm(n)[:cap]` over the positives
+//! is a sort of random keys (host data, a new draw every step) that puts
+//! the positives first, `slice(0, ..cap)` and a `masked_select` of the
+//! positives among them; the negatives fill `batch - positives`, a
+//! `scalar_sym` of that difference compared with a rank. Ground-truth masks
+//! enter `roi_align` as their static bound (`pad_to_bound`). So 30 steps
+//! with different counts compile the training step once, and its loss
+//! falls, on both backends.
+//!
 //! ```
 //! use lazyxla::{vision, Tensor};
 //! let boxes = Tensor::from_vec(

@@ -10,6 +10,13 @@
 //! it is above the threshold, so it runs once per kept box and holds
 //! `O(N)` memory. The kept indices are the sorted order selected by
 //! `kept`: `[<=N]`, a dynamic zone start like `nonzero`.
+//!
+//! The IoU is the boxes' dtype, compared as float64 as the kernel does: for
+//! f32 boxes the threshold is rounded down to the largest float32 not above
+//! it, so an IoU of exactly `fl32(0.3)` is suppressed at 0.3, as in
+//! torchvision. `batched_nms` is the same loop where a box only clears
+//! boxes of its own class (no coordinate offsets, so no rounding from
+//! them).
 
 use super::boxes::{pairwise_iou, Corners};
 use super::{check_boxes, misuse};

@@ -19,6 +19,12 @@
 //! memory `K·oh·C·W` for the intermediate. The sampling grid only sizes
 //! the small weight construction (`[K, oh, grid]`), so the adaptive grid
 //! costs no more in the products than a fixed one.
+//!
+//! The adaptive grid (`sampling_ratio <= 0`, `ceil(roi / out)` samples per
+//! bin, varying per RoI) has a static bound: samples of a bin wider than a
+//! pixel are more than 1/2 apart, so at most `2H + 2` of them land in
+//! `[-1, H]`; each bin enumerates `2H + 6` candidates from the first one
+//! inside, masked by the real grid, and divides by the real grid size.
 
 use super::{image_dims, rois_dims};
 use crate::dtype::DType;

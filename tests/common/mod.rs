@@ -52,6 +52,31 @@ pub fn pjrt_device() -> Option<Device> {
     }
 }
 
+/// The path of the plugin `Device::pjrt()` would load first
+/// (`LAZYXLA_PJRT_PLUGIN`, else discovery), for the tests of the FFI
+/// layer. With `LAZYXLA_REQUIRE_PJRT=1` a missing plugin FAILS the test;
+/// otherwise the skip is reported on stderr and this gives `None`.
+pub fn plugin_path() -> Option<std::path::PathBuf> {
+    match lazyxla::debug::pjrt_plugin_path() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            if std::env::var("LAZYXLA_REQUIRE_PJRT").as_deref() == Ok("1") {
+                panic!("LAZYXLA_REQUIRE_PJRT=1 but no PJRT plugin is found: {e}");
+            }
+            eprintln!(
+                "SKIPPED (no PJRT plugin; set LAZYXLA_REQUIRE_PJRT=1 to make this a failure): {e}"
+            );
+            None
+        }
+    }
+}
+
+/// That plugin, loaded (see [`plugin_path`]).
+pub fn plugin() -> Option<std::sync::Arc<lazyxla::debug::pjrt_ffi::Plugin>> {
+    let path = plugin_path()?;
+    Some(lazyxla::debug::pjrt_ffi::Plugin::load(&path).expect("load plugin"))
+}
+
 /// Runs `body` on `device` with the process-wide state a test may count
 /// or change set back first (see [`fresh_process_state`]).
 pub fn run_on(device: &Device, body: impl FnOnce()) {

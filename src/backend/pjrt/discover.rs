@@ -6,6 +6,14 @@
 //! reports, then the usual per-user and system locations), each searched for
 //! the files that pip installs. Python is never required: it is asked once,
 //! with a timeout, only to learn where its packages are.
+//!
+//! Among the plugins found: TPU before CUDA before CPU, and among CPU
+//! plugins the newer XLA first (`lammps-jax-pjrt-cpu`, jaxlib 0.11.2's XLA,
+//! before `xla-cpu-pjrt`); the first that loads wins, so a newer plugin
+//! that fails to load falls back to the older one. One client per plugin
+//! per process. `Device::default()` is `LAZYXLA_BACKEND=reference|pjrt`,
+//! else XLA when a plugin loads, else the reference backend (stderr says
+//! which and why).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -43,7 +51,7 @@ impl Kind {
 /// XLA's CPU plugin as jaxlib 0.11.2 builds it (C API 0.115); its compiler
 /// runs lazyxla's step programs 10-25% faster than the XLA of
 /// `xla-cpu-pjrt` 0.0.1 (C API 0.81), which stays supported and tested
-/// (benches/README.md, "Plugins").
+/// (`benches/README.md`, "Current figures").
 pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
     (Kind::Tpu, "libtpu/libtpu.so"),
     (Kind::Cuda, "jax_plugins/xla_cuda13/xla_cuda_plugin.so"),

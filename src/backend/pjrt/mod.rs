@@ -5,6 +5,11 @@
 //! entry convention in `lower`); a dynamic tensor's sizes are separate i32
 //! scalar buffers. Results stay on the device and feed the next program
 //! directly; only `download` and `read_size` copy to the host.
+//!
+//! On a GPU the same backend runs on JAX's CUDA plugin (`jax-cuda13-pjrt`,
+//! found by discovery; checked on one H200 with the PJRT test suites).
+//! Reads go through `PJRT_Buffer_ToHostBuffer` there (a GPU buffer is not
+//! on the CPU), and uploads are copies.
 
 pub mod ffi;
 
@@ -19,10 +24,10 @@ pub(crate) use replicas::PjrtReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::metrics;
-use crate::{Error, Result};
 use ffi::dispatch::{Completion, PendingBuffer};
 use ffi::{Buffer, Client, CompileOptions, ElementType, Executable, OptionValue};
 use ffi::{PjrtError, Plugin};

@@ -19,8 +19,8 @@
 //! one. Counted by `PersistentCacheHit` and `PersistentCacheMiss`.
 
 use super::ffi::{Client, Executable, PjrtError};
+use crate::error::{Error, Result};
 use crate::metrics;
-use crate::{Error, Result};
 use parking_lot::RwLock;
 use std::hash::Hasher;
 use std::io::Write;

@@ -6,9 +6,9 @@
 use super::ffi::{Buffer, ElementType, Executable, PjrtError};
 use super::{PjrtBackend, PjrtExecutable};
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::Program;
-use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};

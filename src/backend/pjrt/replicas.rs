@@ -7,15 +7,29 @@
 //! so every result feeds the next program where it is: nothing leaves the
 //! devices between steps. Collectives in the program (`lower/collective.rs`)
 //! name the replicas `0..n`. Reading a value reads replica 0's.
+//!
+//! Sizes too are per replica (a `SizeCell` of a replicated device is always
+//! passed as its buffer, never as a host copy), which is how each
+//! replica's part of an uneven batch has its own length;
+//! `parallel::replica_values` reads every replica's value.
+//!
+//! Traps the FFI keeps away (all measured on the CPU plugins): a device
+//! assignment naming a device twice aborts the plugin, so `CompileOptions`
+//! are validated before every compile (an `Error` naming the replica count
+//! and the distinct devices); a launch the plugin refuses for a misplaced
+//! argument leaves its next collective hanging, so every argument's device
+//! is checked first; each launch gets its own launch id (the CPU plugin
+//! keys a collective's meeting by it), and launches on several devices are
+//! serialized per client.
 
 use super::ffi::dispatch::Completion;
 use super::ffi::{Buffer, Client, CompileOptions, Event, PjrtError};
 use super::{at_exit, backend_err, check_result_layout, dump, lower, PjrtBackend, PjrtExecutable};
 use crate::backend::Storage;
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::Program;
-use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -6,9 +6,10 @@
 
 use super::err;
 use super::eval::{binary, concat};
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::{BinaryOp, ReduceKind};
-use crate::{map_host_array, Result};
+use crate::map_host_array;
 use ndarray::Axis;
 use parking_lot::{Condvar, Mutex};
 use std::cell::RefCell;

@@ -4,12 +4,13 @@ use super::conv;
 use super::err;
 use super::kernels::{self, check_index, with_index, Num};
 use crate::dtype::DType;
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::node::{describe_value, describe_values};
 use crate::ir::program::{Program, VarSource};
 use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, ScatterMode, UnaryOp};
+use crate::map_host_array;
 use crate::symint::{SizeExpr, VarRef};
-use crate::{map_host_array, Result};
 use ndarray::{ArrayD, Axis, IxDyn};
 use std::collections::HashMap;
 
@@ -413,7 +414,7 @@ fn widen(a: &HostArray) -> HostArray {
 }
 
 /// The error of a kernel handed a half, which `run` widens to f32 first.
-fn half_kernel(op: &'static str) -> crate::Error {
+fn half_kernel(op: &'static str) -> crate::error::Error {
     err(
         op,
         "halves are evaluated in f32; this kernel should not see one",
@@ -441,7 +442,7 @@ fn size_value(
         }
     });
     match missing {
-        Some(id) => Err(crate::Error::internal(
+        Some(id) => Err(crate::error::Error::internal(
             "reference",
             format!("size variable s{id} has no source"),
         )),
@@ -769,10 +770,10 @@ fn reserve(node: &crate::ir::program::PNode) -> Result<()> {
 
 /// `e`, raised while computing node `i`, with the node and the program
 /// results that need it (the pending tensors that will keep failing).
-fn node_failed(program: &Program, i: usize, e: crate::Error) -> crate::Error {
+fn node_failed(program: &Program, i: usize, e: crate::error::Error) -> crate::error::Error {
     // A failed size check names its op and sizes, and fails the step
     // before any value is bound (as on every backend).
-    if let crate::Error::SizeCheckFailed { .. } = e {
+    if let crate::error::Error::SizeCheckFailed { .. } = e {
         return e;
     }
     let mut needs = vec![false; program.nodes.len()];
@@ -786,7 +787,7 @@ fn node_failed(program: &Program, i: usize, e: crate::Error) -> crate::Error {
         .filter(|&&o| needs[o])
         .map(|&o| &program.nodes[o])
         .collect();
-    crate::Error::StepFailed {
+    crate::error::Error::StepFailed {
         failed: {
             let n = &program.nodes[i];
             describe_value(&n.op, n.dtype, &n.shape)

@@ -1,4 +1,12 @@
 //! Generic array kernels for the interpreter.
+//!
+//! The reference sums floats pairwise (`sum`), as XLA and NumPy do, so
+//! the oracle is at least as precise as XLA. Transcendentals legitimately
+//! differ by an ulp between backends (XLA's CPU `tanh` is exactly 1.0 from
+//! |x| ≈ 7.9, libm's and PyTorch's from ≈ 9.0); the reference keeps
+//! PyTorch's answer, and the differential test steers clear of such values.
+//! An index out of range is an error here; on XLA a gather clamps it and a
+//! scatter drops the update.
 
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
 
@@ -355,7 +363,7 @@ pub(crate) fn with_index(p: &IxDyn, dim: usize, i: usize) -> IxDyn {
 }
 
 /// Checks an index against a size and converts it.
-pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::Result<usize> {
+pub(crate) fn check_index(op: &'static str, i: i64, size: usize) -> crate::error::Result<usize> {
     if i < 0 || i as usize >= size {
         Err(super::err(
             op,

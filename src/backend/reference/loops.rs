@@ -4,10 +4,10 @@
 
 use super::err;
 use super::eval;
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::loops::{Loop, LoopKind};
 use crate::ir::program::Program;
-use crate::Result;
 
 /// The final carries of loop `l` on `operands` (the loop node's inputs);
 /// `outer` holds the values of its outer sizes.
@@ -74,7 +74,7 @@ fn program(l: &Loop, p: &Program, params: Vec<HostArray>, outer: &[i64]) -> Resu
     let params = params.into_iter().map(|a| (a, Vec::new())).collect();
     let mut values = eval::run(p, params, outer).map_err(|e| match e {
         // The loop's node reports the step's pending tensors.
-        crate::Error::StepFailed { failed, source, .. } => err(
+        crate::error::Error::StepFailed { failed, source, .. } => err(
             l.name(),
             format!("its body failed computing {failed}: {source}"),
         ),

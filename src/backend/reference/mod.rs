@@ -16,9 +16,9 @@ mod window;
 pub(crate) use replicas::ReferenceReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::{Program, VarSource};
-use crate::{Error, Result};
 use std::sync::Arc;
 
 /// The embedded interpreter. Several instances stand for several devices

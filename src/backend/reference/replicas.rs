@@ -7,9 +7,9 @@ use super::collective::{as_replica, Exchange};
 use super::{copy_buffer, err, eval, exec_inputs, exec_outputs, is_reference, read_size};
 use crate::backend::Storage;
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
+use crate::error::{Error, Result};
 use crate::host::HostArray;
 use crate::ir::program::Program;
-use crate::{Error, Result};
 use std::sync::Arc;
 
 /// `n` replicas on reference devices.

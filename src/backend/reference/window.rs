@@ -4,9 +4,9 @@
 
 use super::err;
 use super::kernels::Num;
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::{ArgKind, Window, WindowKind};
-use crate::Result;
 use ndarray::{ArrayD, IxDyn};
 
 /// Row-major strides of `shape`.

@@ -1,5 +1,11 @@
 //! Graphs too large to compile, and graphs that grow with every program
 //! a site compiles: a warning, then an error before XLA sees them.
+//!
+//! A site whose programs grow four times in a row gets a warning naming
+//! the line that recorded most of the graph; past 64 growing programs, or
+//! 4M nodes, the compile is refused with `Error::GrowingGraph` before XLA,
+//! whose compiler aborted the process after about a hundred growing
+//! programs.
 
 use super::{site, STATE};
 use crate::ir::program::Program;

@@ -10,6 +10,15 @@
 //! them node by node: the first node that differs (its op, its type, a
 //! scalar's value) names the cause, with where each op was recorded
 //! (`Node::location`).
+//!
+//! A compile compares its program with the last four its site compiled for
+//! the device (op text, type, location; constants and their broadcasts set
+//! aside for the op sequence): an input's type (and where it was made), a
+//! scalar's value (and the line of the op that used it), the first op that
+//! differs (both ops and lines), an evicted key, a captured step's new
+//! signature. Locations are `&'static Location`s (no allocation); lines
+//! inside lazyxla are skipped in favour of the user's (the scalar a `* 0.1`
+//! shares, an op's internal broadcast).
 
 mod cause;
 mod growth;

@@ -1,4 +1,32 @@
 //! Device buffers: creation from host data, shape queries, copy to host.
+//!
+//! **Reads in place on the CPU plugins.** A read (`download`, a size, a
+//! check status) first asks the plugin whether the buffer lives in host
+//! memory (`PJRT_Buffer_IsOnCpu`); if so it waits for the buffer's own
+//! ready event (`PJRT_Buffer_ReadyEvent`: the program that writes it has
+//! finished, or its error) and copies the bytes from
+//! `PJRT_Buffer_UnsafePointer` (`Buffer::read_in_place`).
+//! `PJRT_Buffer_ToHostBuffer`, used otherwise (and on a GPU), hands the
+//! copy to a plugin worker thread and wakes the caller when it is done,
+//! which for a small step cost more than the step. JAX reads CPU arrays in
+//! place the same way. Only dense static buffers are read so (every
+//! lazyxla buffer); a donated or deleted buffer falls back to the transfer
+//! and its error.
+//!
+//! **Uploads lent, not copied, on the CPU plugins.** A CPU plugin copies
+//! host data into memory of its own, unless the bytes start on a 64-byte
+//! boundary: then, asked with `IMMUTABLE_ZERO_COPY`, it uses them in place
+//! (measured with both plugins; other addresses are copied).
+//! `Tensor::from_slice` therefore lays data of 32 KiB or more out at that
+//! alignment (`host::aligned_copy`), and an upload of a contiguous array
+//! that only its device data holds (`Arc::strong_count` 1) lends it
+//! (`Backend::upload_owned`, `Client::buffer_from_lent_host`): the host
+//! array then lives until the plugin's `done_with_host_buffer` event fires,
+//! which drops it (`Event::drop_when_ready`, a `PJRT_Event_OnReady`
+//! callback). That event fires when no buffer reads the memory any more,
+//! including a result that took a lent buffer over by donation, so
+//! donating a lent buffer is safe. On a GPU uploads are copies (the plugin
+//! releases lent bytes once copied anyway).
 
 use std::sync::{Arc, LazyLock, OnceLock};
 

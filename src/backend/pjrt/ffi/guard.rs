@@ -8,6 +8,30 @@
 //! which only read or free an error object, are called directly: they run
 //! while an error is being taken apart, inside `Plugin::call` itself or in
 //! an event's `OnReady` callback (`Event::drop_when_ready`).
+//!
+//! A plugin is C++ behind a C API, and XLA has thrown through it: its
+//! compiler throws `std::length_error` (from an LLVM `SmallVector`) inside
+//! `PJRT_Client_Compile` on a valid program that slices an empty range out
+//! of a concatenate with an empty operand, and `absl::BadStatusOrAccess` on
+//! a shape whose element count overflows, on both CPU plugins. An
+//! exception that reaches a Rust frame aborts the process, so the
+//! trampoline runs each entry inside `try`/`catch`. A caught exception is
+//! a `PjrtError` naming the entry, the exception's demangled type and
+//! `what()`, and that it is XLA's internal error to report upstream
+//! (`code: None`: the plugin returned no `PJRT_Error`); the runtime turns
+//! it into `Error::Compile` or `Error::Backend` as for any plugin error.
+//! The plugins' frames unwind cleanly (their code has unwind tables and
+//! cleanups; RSS and threads stay flat), and the client, its buffers and
+//! executables stay usable: the next compile and step work
+//! (`tests/xla_exceptions.rs`, which aborts without the guard). `guard.cc`
+//! is linked against the system's libstdc++, the runtime the pip-installed
+//! plugins use too, so their exception types are ours. The guard cannot
+//! help with an exception thrown on a plugin's own thread or out of a
+//! `noexcept` function: C++ terminates the process before any caller sees
+//! it. The lowering still avoids the shapes known to throw (an empty value
+//! is an empty constant), and inference rejects unrepresentable shapes
+//! (`ir::infer::check_representable`), since the error says nothing about
+//! the user's program.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::MaybeUninit;

@@ -7,6 +7,18 @@
 //!
 //! The CPU plugins never call them (measured: `reference/xla-multi-device.md`
 //! §7); the callbacks are tested by calling them as a plugin would.
+//!
+//! `Device::pjrt_distributed(plugin, node_id, num_nodes, store)` creates
+//! such a client with the create options `node_id` and `num_nodes`; lazyxla
+//! runs no coordination service. Every process then sees all devices of
+//! the job and addresses its own. What a multi-host step still needs, and
+//! is not built: a device assignment naming other processes' devices
+//! (global ids; `CompileOptions::on_devices` takes ids, and only
+//! addressable devices are launched), launching the same program in the
+//! same order in every process (the launch ids), and tests on real GPUs.
+//! The CPU plugins reject (0.115) or ignore (0.81) `node_id` (the
+//! `distributed` test checks exactly that). On CPU, several hosts mean one
+//! client per process and a gradient all-reduce outside XLA.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};

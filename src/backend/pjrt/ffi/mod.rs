@@ -7,8 +7,10 @@
 //! after the last object created from it. Plugins are never unloaded.
 //!
 //! Every call that borrows host memory blocks until the plugin is done with
-//! it (its events are awaited before returning), so no host memory is ever
-//! borrowed past a call. Execution alone may run on: `execute_async` hands
+//! it (its events are awaited before returning), so no host memory is
+//! borrowed past a call, except host memory given away on purpose: a lent
+//! upload (`Client::buffer_from_lent_host`) owns its array until the
+//! plugin's done event drops it (`buffer.rs`). Execution alone may run on: `execute_async` hands
 //! back the results at once with an [`Event`] that fires when they are
 //! computed; PJRT orders later uses of those buffers after it.
 

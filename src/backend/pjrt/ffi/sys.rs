@@ -23,6 +23,9 @@
 //! built against an OLDER header has a SHORTER table, so an entry may only be
 //! read after checking that it lies inside the table's own `struct_size`.
 //!
+//! A plugin of another MAJOR version is refused at load. The same binary
+//! runs on plugins of C API 0.81 and 0.115.
+//!
 //! Only declarations live here; all invariants are upheld in the parent module.
 
 #![allow(non_snake_case)]

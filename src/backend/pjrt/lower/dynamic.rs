@@ -9,7 +9,7 @@
 //! computed by doubling (log2(N) shifted adds) below 4096 elements and by
 //! one `reduce_window` from there on, the faster of the two at each size
 //! on the XLA CPU plugin; a stable sort on the negated mask (PyTorch/XLA's
-//! way) is 3x to 13x slower (benches/README.md, "Packing").
+//! way) is 3x to 13x slower (`benches/README.md`, "Current figures").
 //! `LAZYXLA_PJRT_PACK=doubling|window|sort` forces one strategy, for measurements; it is read once, when the first
 //! program is lowered, so every program the compile cache holds was
 //! lowered with the same one (the cache needs no key for it).

@@ -22,10 +22,10 @@
 
 use super::emit::{result_name, Elt, Ty, V};
 use super::Ctx;
+use crate::error::{Error, Result};
 use crate::ir::loops::{Carry, Loop, LoopKind};
 use crate::ir::program::Program;
 use crate::ir::CmpOp;
-use crate::{Error, Result};
 
 /// A failed-check status: the failed check's index (or -1) and its sizes.
 type Status = (V, V, V);

@@ -30,6 +30,29 @@
 //! real sizes with `redyn`. So correctness never depends on which ops
 //! XLA's dynamic padder knows.
 //!
+//! The fills, op by op: a reduction fills its reduced dims with its
+//! identity; argmax/argmin with the worst value, over (value, index) pairs
+//! ordered by (is NaN, value, lower index), so the first NaN wins; a dot
+//! zeroes its dynamic contracted dims in both operands (the other's
+//! unspecified padding may be infinite, and `0 * inf` is NaN), except a
+//! checked product (`guarded`), and a value that several such consumers
+//! need zeroed is zeroed once where it is defined (`shared_fill`); an
+//! `index_select` or `index_add` whose index is a count (`arange`, as the
+//! dynamic `Embedding` keeps its real rows) is a slice or a zero-padded
+//! add, with no gather or scatter; scatters point padded indices out of
+//! range, where XLA drops them; a window reduction pads with its identity;
+//! a sort keys padding to sort last with a flag operand, and top-k (XLA's
+//! TopK on a key ordered as the stable sort) gives padding a key below
+//! every real one. Broadcast and iota are static ops at the bound. A
+//! reshape is a reshape of the padded buffer when every dynamic dim keeps
+//! its size after as many elements in both shapes (`[16, s, 64] -> [16, s,
+//! 4, 16]`) or is major in both; else a gather by each position's rank
+//! among the real elements, moving whole rows of the static trailing dims
+//! both shapes share. Concat along a dynamic dim writes each part at the
+//! running real offset. The data-dependent ops are built on a prefix sum
+//! of the mask, which gives each kept element its destination for one
+//! scatter, on the device (`dynamic`).
+//!
 //! A dim whose size is a zone's variable lowered as a mask (`masked`) is
 //! static instead, its real elements where the zone's mask holds; the
 //! fills read that mask as they read a dynamic dim's size.
@@ -53,11 +76,11 @@ mod sort;
 mod window;
 
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::ir::program::{Program, VarSource};
 use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
-use crate::{Error, Result};
 pub(crate) use collective::collective_replicas;
 use emit::{Builder, Elt, Ty, V};
 use std::collections::HashMap;

@@ -99,8 +99,8 @@ impl Ctx<'_> {
     /// XLA's CPU backend emits a select whose predicate is the same along
     /// a row as a branch per row, mispredicted about half the time when
     /// the predicate is a zone's mask (data): 40 µs of the detector's
-    /// 150 µs program (`benches/README.md`, "Zone masks without
-    /// branches"). An `and` with the mask widened to all ones is no
+    /// 150 µs program (`benches/README.md`, "Current
+    /// figures"). An `and` with the mask widened to all ones is no
     /// branch, but LLVM sees through `negate(convert(mask))` and makes it
     /// a select again, so each zone's widened mask passes an optimization
     /// barrier: XLA materialises it (an integer of the value's width per

@@ -17,8 +17,8 @@
 //! CPU fusion judged the select cheap and copied the whole producer
 //! chain into each consumer's fusion (the transformer's vocabulary-sized
 //! gradient was computed three times, and the expensive `exp` before it
-//! split into a fusion of its own; benches/README.md, "The transformer's
-//! program").
+//! split into a fusion of its own; `benches/README.md`, "Current
+//! figures").
 
 use super::emit::{Elt, V};
 use super::guarded::{self, Side};

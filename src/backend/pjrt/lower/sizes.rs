@@ -8,12 +8,12 @@
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
+use crate::error::{Error, Result};
 use crate::ir::check::{CheckKind, SizeCheck};
 use crate::ir::program::VarSource;
 use crate::ir::CmpOp;
 use crate::symint::expr::AtomOp;
 use crate::symint::{SizeExpr, VarRef};
-use crate::{Error, Result};
 
 impl Ctx<'_> {
     /// The value of a variable, emitted once per program.
