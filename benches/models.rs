@@ -5,11 +5,12 @@
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
 //! one of `workloads::NAMES` (`mlp_bf16` is lazyxla only: f32 against
 //! bf16 compute). Prints
-//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f>`:
+//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f> rss_mb=<f>`:
 //! the first step (compile included; the runtime started before it),
 //! the median step after warm-up (upload, step, results read), the
-//! process CPU time per timed step, and the first step's time in XLA's
-//! compiler. Host data generation is excluded, as on the JAX side.
+//! process CPU time per timed step, the first step's time in XLA's
+//! compiler (or in loading it from `LAZYXLA_CACHE_DIR`), and the peak
+//! resident set. Host data generation is excluded, as on the JAX side.
 //! `MATMUL_PRECISION=highest|high|medium` sets
 //! `lazyxla::set_float32_matmul_precision` first (default "highest", as
 //! PyTorch; JAX's default on a GPU is TensorFloat-32, lazyxla's "medium",
@@ -69,6 +70,19 @@ fn main() {
     };
     let (first, step, cpu, compile) = timed(steps, step);
     println!(
-        "RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3} compile_ms={compile:.2}"
+        "RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3} compile_ms={compile:.2} rss_mb={:.0}",
+        peak_rss_mb()
     );
+}
+
+/// The process's peak resident set (`VmHWM`), in MiB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
 }

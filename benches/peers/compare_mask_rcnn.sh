@@ -10,22 +10,14 @@
 # Usage: benches/peers/compare_mask_rcnn.sh [ROUNDS [STEPS]]
 # Needs the PJRT CPU plugin (as for the tests: LAZYXLA_PJRT_PATH) and
 # torch + torchvision + safetensors: PYTHON names a Python that has them,
-# else the benchmark makes its own venv (benches/peers/.venv-torch) and
-# installs them from PyPI there once (several GB: PyPI's torch wheel
-# brings CUDA libraries even for CPU use).
+# else python_torch.sh makes its own venv (benches/peers/.venv-torch) and
+# installs pinned versions from PyPI there once (several GB: PyPI's torch
+# wheel brings CUDA libraries even for CPU use).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 steps="${2:-50}"
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-  venv=benches/peers/.venv-torch
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet torch torchvision safetensors
-  fi
-  python="$venv/bin/python"
-fi
+python=$(PYTHON_TORCH="${PYTHON:-}" benches/peers/python_torch.sh)
 cargo bench --bench mask_rcnn --no-run 2>/dev/null
 bin=$(cargo bench --bench mask_rcnn --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))/\1/p' | tail -1)
 out=$(mktemp)

@@ -15,6 +15,8 @@ mod resnet;
 #[path = "../../examples/models/transformer.rs"]
 mod transformer;
 
+mod big;
+
 use lazyxla::nn::{self, Linear, Module};
 use lazyxla::optim::{Adam, Optimizer, Sgd};
 use lazyxla::{mark_step, Tensor};
@@ -36,13 +38,18 @@ pub fn workload(name: &str, steps: usize) -> Option<Step> {
         "detect_captured" => detect_step(steps, true),
         "zone" => zone_step(steps, false),
         "zone_captured" => zone_step(steps, true),
+        "resnet50" => big::resnet50_step(steps, false),
+        "resnet50_captured" => big::resnet50_step(steps, true),
+        "gpt2_train" => big::gpt2_train_step(steps, false),
+        "gpt2_train_captured" => big::gpt2_train_step(steps, true),
         _ => return None,
     })
 }
 
 /// The names [`workload`] knows.
-pub const NAMES: &str =
-    "topk, resnet, transformer, transformer_captured, mlp, mlp_bf16, detect, detect_captured, zone, zone_captured";
+pub const NAMES: &str = "topk, resnet, transformer, transformer_captured, mlp, mlp_bf16, detect, \
+     detect_captured, zone, zone_captured, resnet50, resnet50_captured, gpt2_train, \
+     gpt2_train_captured";
 
 /// One SGD step (momentum 0.9) of the small ResNet (`examples/models`),
 /// batch 32 of 3x32x32 images, 10 classes, the loss read.

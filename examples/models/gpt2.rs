@@ -7,7 +7,8 @@
 //! blocks of causal self-attention and a `gelu_new` MLP, a final norm and
 //! the head tied to the token embedding. GPT-2's `Conv1D` stores its
 //! weight as `[in, out]`, so a projection is `x @ weight + bias`. Dropout
-//! is off (inference).
+//! is off (inference, and the training benchmark, which trains a randomly
+//! initialised GPT-2 small through [`Gpt2::logits`]).
 
 use lazyxla::nn::{self, Embedding, LayerNorm, Module};
 use lazyxla::{DType, Error, Result, SymInt, Tensor};
@@ -108,6 +109,53 @@ impl Config {
     }
 }
 
+impl Config {
+    /// GPT-2 small (124M parameters), as `GPT2Config()`'s defaults.
+    pub fn gpt2_small() -> Config {
+        Config {
+            vocab_size: 50257,
+            n_positions: 1024,
+            n_embd: 768,
+            n_layer: 12,
+            n_head: 12,
+            n_inner: 3072,
+            layer_norm_epsilon: 1e-5,
+        }
+    }
+
+    /// Every tensor of the model by name (without the `transformer.`
+    /// prefix) with its shape.
+    pub fn tensor_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (e, inner) = (self.n_embd, self.n_inner);
+        let mut v = vec![
+            ("wte.weight".to_string(), vec![self.vocab_size, e]),
+            ("wpe.weight".to_string(), vec![self.n_positions, e]),
+        ];
+        for i in 0..self.n_layer {
+            let b = format!("h.{i}");
+            for (name, shape) in [
+                ("ln_1.weight", vec![e]),
+                ("ln_1.bias", vec![e]),
+                ("attn.c_attn.weight", vec![e, 3 * e]),
+                ("attn.c_attn.bias", vec![3 * e]),
+                ("attn.c_proj.weight", vec![e, e]),
+                ("attn.c_proj.bias", vec![e]),
+                ("ln_2.weight", vec![e]),
+                ("ln_2.bias", vec![e]),
+                ("mlp.c_fc.weight", vec![e, inner]),
+                ("mlp.c_fc.bias", vec![inner]),
+                ("mlp.c_proj.weight", vec![inner, e]),
+                ("mlp.c_proj.bias", vec![e]),
+            ] {
+                v.push((format!("{b}.{name}"), shape));
+            }
+        }
+        v.push(("ln_f.weight".to_string(), vec![e]));
+        v.push(("ln_f.bias".to_string(), vec![e]));
+        v
+    }
+}
+
 /// GPT-2's `Conv1D`: `x @ weight + bias` with `weight: [in, out]`.
 pub struct Conv1D {
     pub weight: Tensor,
@@ -197,6 +245,27 @@ impl Gpt2 {
             named.insert(name, t);
         }
         Gpt2::from_tensors(config, named, &file.display().to_string())
+    }
+
+    /// A randomly initialised model, as `transformers` initialises one:
+    /// weights N(0, 0.02), biases 0, layer norms 1 and 0.
+    pub fn random(config: Config, seed: u64) -> Gpt2 {
+        let named = config
+            .tensor_shapes()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, shape))| {
+                let t = if name.contains("ln_") && name.ends_with(".weight") {
+                    Tensor::ones(&shape, DType::F32)
+                } else if shape.len() == 1 {
+                    Tensor::zeros(&shape, DType::F32)
+                } else {
+                    Tensor::randn(&shape, seed.wrapping_add(i as u64)) * 0.02
+                };
+                (name, t)
+            })
+            .collect();
+        Gpt2::from_tensors(config, named, "Gpt2::random").expect("shapes from the config")
     }
 
     /// The model from its tensors by name (without the `transformer.`
@@ -313,6 +382,36 @@ impl Gpt2 {
         max_len: usize,
     ) -> Output {
         let t = tokens.size(1);
+        let (x, cache) = self.hidden(tokens, pad, cache, max_len);
+        // The last position: every row's newest token (prompts are
+        // padded on the left).
+        let last = Tensor::scalar_sym(&(t - 1)).unsqueeze(0);
+        let h = x.index_select(1, &last).squeeze(1);
+        Output {
+            logits: h.matmul(&self.wte.weight.transpose(0, 1)),
+            cache,
+        }
+    }
+
+    /// The logits at every position of `tokens: [batch, T]` (no cache):
+    /// `[batch, T, vocab]`, what training computes its loss from. `T` may
+    /// be dynamic (`mark_dynamic`): one program serves every length.
+    pub fn logits(&self, tokens: &Tensor) -> Tensor {
+        let bound = tokens.upper_bounds()[1];
+        let (x, _) = self.hidden(tokens, None, None, bound);
+        x.matmul(&self.wte.weight.transpose(0, 1))
+    }
+
+    /// The final norm's output for the newest tokens, `[batch, T, n_embd]`,
+    /// and the cache with them appended (see [`Gpt2::step`]).
+    fn hidden(
+        &self,
+        tokens: &Tensor,
+        pad: Option<&Tensor>,
+        cache: Option<&KvCache>,
+        max_len: usize,
+    ) -> (Tensor, KvCache) {
+        let t = tokens.size(1);
         let past = cache.map_or(SymInt::from(0), KvCache::len);
         // Position of each new token: past + 0, 1, .., T - 1, counted
         // from each row's first real token.
@@ -328,15 +427,7 @@ impl Gpt2 {
             (x, kv) = block.step(&x, past, pad, max_len);
             layers.push(kv);
         }
-        let x = self.ln_f.forward(&x);
-        // The last position: every row's newest token (prompts are
-        // padded on the left).
-        let last = Tensor::scalar_sym(&(t - 1)).unsqueeze(0);
-        let h = x.index_select(1, &last).squeeze(1);
-        Output {
-            logits: h.matmul(&self.wte.weight.transpose(0, 1)),
-            cache: KvCache { layers },
-        }
+        (self.ln_f.forward(&x), KvCache { layers })
     }
 }
 
