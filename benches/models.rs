@@ -5,12 +5,13 @@
 //! Run: `cargo bench --bench models -- WORKLOAD [STEPS]` with WORKLOAD
 //! one of `workloads::NAMES` (`mlp_bf16` is lazyxla only: f32 against
 //! bf16 compute). Prints
-//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f> rss_mb=<f>`:
+//! `RESULT <workload> lazyxla first_ms=<f> step_ms=<f> cpu_ms=<f> compile_ms=<f> rss_mb=<f> compiles=<n>`:
 //! the first step (compile included; the runtime started before it),
 //! the median step after warm-up (upload, step, results read), the
 //! process CPU time per timed step, the first step's time in XLA's
 //! compiler (or in loading it from `LAZYXLA_CACHE_DIR`), and the peak
-//! resident set. Host data generation is excluded, as on the JAX side.
+//! resident set, and the programs compiled in the whole run. Host data
+//! generation is excluded, as on the JAX side.
 //! `MATMUL_PRECISION=highest|high|medium` sets
 //! `lazyxla::set_float32_matmul_precision` first (default "highest", as
 //! PyTorch; JAX's default on a GPU is TensorFloat-32, lazyxla's "medium",
@@ -70,8 +71,9 @@ fn main() {
     };
     let (first, step, cpu, compile) = timed(steps, step);
     println!(
-        "RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3} compile_ms={compile:.2} rss_mb={:.0}",
-        peak_rss_mb()
+        "RESULT {workload} lazyxla first_ms={first:.2} step_ms={step:.3} cpu_ms={cpu:.3} compile_ms={compile:.2} rss_mb={:.0} compiles={}",
+        peak_rss_mb(),
+        lazyxla::metrics::counter("UncachedCompile")
     );
 }
 

@@ -40,7 +40,7 @@ w = sys.argv[2]
 for s, m in med.items():
     print(f"{w} {s:13} first {m['first_ms']:9.0f} ms  step {m['step_ms']:9.1f} ms  "
           f"cpu {m['cpu_ms']:9.1f} ms/step  compile {m['compile_ms']:8.0f} ms  "
-          f"rss {m['rss_mb']:6.0f} MB  ({len(by[s])} runs)")
+          f"rss {m['rss_mb']:6.0f} MB  compiles {m.get('compiles', 0):.0f}  ({len(by[s])} runs)")
 l = med["lazyxla"]
 for s in ("jax", "torch"):
     t = med[s]
