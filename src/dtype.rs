@@ -17,6 +17,7 @@ use std::fmt;
 /// assert_eq!((&t + &t.to_dtype(DType::F16)).dtype(), DType::F32);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DType {
     /// Booleans.
     Bool,

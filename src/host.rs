@@ -9,6 +9,7 @@ use std::fmt;
 
 /// A dense host array of one of the supported dtypes.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum HostArray {
     /// Booleans.
     Bool(ArrayD<bool>),

@@ -22,7 +22,7 @@
 //! key, compile cache) → `backend` (reference interpreter or XLA through
 //! PJRT). See DESIGN.md.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 // The public API mirrors PyTorch's names (`add`, `mul`, `neg`, ..).
 #![allow(clippy::should_implement_trait)]
 

@@ -117,6 +117,16 @@ pub struct CapturedStep<F> {
     max_graphs: Option<usize>,
 }
 
+impl<F> std::fmt::Debug for CapturedStep<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapturedStep")
+            .field("recordings", &self.recordings)
+            .field("variants", &self.variants.len())
+            .field("max_graphs", &self.max_graphs)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Wraps `step` into a [`CapturedStep`]: recorded on its first call,
 /// replayed afterwards.
 pub fn capture<F>(step: F) -> CapturedStep<F>

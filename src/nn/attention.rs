@@ -193,6 +193,7 @@ fn attend(q: &Tensor, k: &Tensor, v: &Tensor, masks: &Masks) -> Tensor {
 /// let names: Vec<String> = mha.named_parameters().into_iter().map(|(n, _)| n).collect();
 /// assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
 /// ```
+#[derive(Debug)]
 pub struct MultiheadAttention {
     /// `[3E, E]`: rows `0..E` project the query, `E..2E` the key,
     /// `2E..3E` the value.

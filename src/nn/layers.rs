@@ -29,6 +29,7 @@ pub(super) fn filled(shape: &[usize], value: f32) -> Tensor {
 
 /// `y = x Wᵀ + b` with `W: [out, in]`, initialised as PyTorch does
 /// (uniform in `±1/sqrt(in)` for weight and bias).
+#[derive(Debug)]
 pub struct Linear {
     /// `[out_features, in_features]`.
     pub weight: Tensor,
@@ -93,6 +94,7 @@ impl Module for Linear {
 /// assert_eq!(y.shape_string(), "[2, <=8, 3]");
 /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 3]);
 /// ```
+#[derive(Debug)]
 pub struct Embedding {
     /// `[num, dim]`.
     pub weight: Tensor,
@@ -162,6 +164,7 @@ impl Module for Embedding {
 
 /// Normalises over the last dimension, then scales and shifts
 /// (weight ones, bias zeros, eps 1e-5, as PyTorch).
+#[derive(Debug)]
 pub struct LayerNorm {
     /// `[dim]`.
     pub weight: Tensor,
@@ -204,6 +207,7 @@ impl Module for LayerNorm {
 /// that advances every call, so steps differ but compile once. Inside a
 /// captured step (`lazyxla::capture`) the seed is device state advanced
 /// in the graph, so every replay draws a new mask.
+#[derive(Debug)]
 pub struct Dropout {
     p: f64,
     seed: u64,
@@ -311,6 +315,14 @@ activation!(Tanh, tanh, "Tanh as a module.");
 #[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Module + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential")
+            .field("layers", &self.layers.len())
+            .finish()
+    }
 }
 
 impl Sequential {

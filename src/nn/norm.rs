@@ -79,6 +79,7 @@ fn per_channel(t: &Tensor, rank: usize) -> Tensor {
 /// let z = bn.forward(&x).to_vec::<f32>().unwrap(); // (x - 0.2) / sqrt(1.1 + 1e-5)
 /// assert!((z[0] - 0.8 / (1.1f32 + 1e-5).sqrt()).abs() < 1e-5);
 /// ```
+#[derive(Debug)]
 pub struct BatchNorm2d {
     /// `[C]`, ones.
     pub weight: Tensor,
@@ -240,6 +241,7 @@ impl Module for BatchNorm2d {
 /// let want = [-1.0 / s, 1.0 / s, -2.0 / (4.0f32 + 1e-5).sqrt(), 2.0 / (4.0f32 + 1e-5).sqrt()];
 /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
 /// ```
+#[derive(Debug)]
 pub struct GroupNorm {
     /// `[C]`, ones.
     pub weight: Tensor,
@@ -316,6 +318,7 @@ impl Module for GroupNorm {
 /// let y = norm.forward(&x).to_vec::<f32>().unwrap(); // rms = sqrt(12.5)
 /// assert!((y[0] - 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
 /// ```
+#[derive(Debug)]
 pub struct RmsNorm {
     /// `[dim]`, ones.
     pub weight: Tensor,

@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 /// How [`Tensor::all_reduce`] combines the replicas' values.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ReduceOp {
     /// The sum.
     Sum,

@@ -109,6 +109,7 @@ impl fmt::Display for CompileCause {
 
 /// One compile: its cause, where, how big, how long.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CompileEntry {
     /// Why it compiled.
     pub cause: CompileCause,
