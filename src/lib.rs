@@ -1,9 +1,11 @@
 //! # lazyxla
 //!
-//! A lazy-tensor runtime with bounded dynamic shapes. Eager-looking tensor
-//! code records a graph; [`mark_step`] (or reading a value) compiles the
-//! pending graph once per structure and runs it. Sizes are [`SymInt`]s:
-//! static, or data-dependent with a static upper bound (`<=25`), so a loop
+//! A lazy-tensor runtime with bounded dynamic shapes: eager-looking tensor
+//! code records a graph, and [`mark_step`] (or reading a value) compiles
+//! it into one XLA program through a PJRT plugin and runs it. Sizes may
+//! depend on data ([`Tensor::nonzero`], [`Tensor::masked_select`],
+//! [`Tensor::unique`], variable-length batches): they are [`SymInt`]s,
+//! static or data-dependent with a static upper bound (`<=25`), so a loop
 //! whose sizes change every step compiles once.
 //!
 //! ```
@@ -17,10 +19,52 @@
 //! assert_eq!(d.to_vec::<i64>().unwrap(), vec![1, 3, 7, 9]);
 //! ```
 //!
-//! The data path: `tensor` (ops record nodes) → `ir` (nodes typed by
-//! dtype and `SymInt` shape) → `runtime` (sync, canonical program, cache
-//! key, compile cache) → `backend` (reference interpreter or XLA through
-//! PJRT). See DESIGN.md.
+//! ## Running on XLA
+//!
+//! Programs run on XLA through a PJRT plugin, found by [`Device::pjrt`]
+//! and used by [`Device::default`] when one loads; without one they run
+//! on the embedded reference backend (an ndarray interpreter, correct but
+//! slow), and one stderr line says how to get a plugin. Install XLA's CPU
+//! plugin once, without Python, from lazyxla's source directory (a
+//! checkout, or the crate's source that Cargo downloaded):
+//!
+//! ```sh
+//! cargo run --release --example install_plugin            # XLA's CPU plugin
+//! cargo run --release --example install_plugin -- --gpu cuda12   # or cuda13
+//! ```
+//!
+//! It puts the plugin in [`Device::plugin_cache_dir`], where discovery
+//! looks. `LAZYXLA_BACKEND=reference` chooses the reference backend (and
+//! silences that line); `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` picks a
+//! plugin file.
+//!
+//! ## Where things are
+//!
+//! - [`Tensor`]: creation, elementwise, reduction, shape, indexing and
+//!   data-dependent ops, autograd ([`Tensor::backward`]), reading values
+//!   ([`Tensor::to_vec`], [`Tensor::item`]); [`DType`], [`SymInt`],
+//!   [`SymBool`].
+//! - [`mark_step`], [`capture`] (record a training step once, replay it),
+//!   [`fori_loop`] and [`while_loop`] (loops compiled as one program),
+//!   [`set_size_buckets`], [`set_compilation_cache_dir`].
+//! - [`Device`], [`devices`]: the reference backend and XLA devices.
+//! - [`nn`]: the [`nn::Module`] trait, layers, activations and losses;
+//!   [`optim`]: SGD, Adam, AdamW and learning-rate schedules.
+//! - [`parallel`]: data parallelism in one program across devices.
+//! - [`safetensors`]: checkpoints PyTorch reads and writes.
+//! - [`vision`]: detection ops (`box_iou`, `roi_align`, `nms`).
+//! - [`metrics`]: counters and timers (compiles, cache hits, transfers);
+//!   [`debug`]: why a program compiled, and introspection for tests.
+//! - [`host`]: host arrays, the data that crosses to and from devices.
+//! - [`prelude`]: the names a training script uses, in one import.
+//!
+//! The data path inside: tensor ops record nodes (typed by dtype and
+//! `SymInt` shape), a sync canonicalises the pending graph into a program
+//! and its cache key, and a backend compiles and runs it (the reference
+//! interpreter, or XLA through PJRT). The repository's `DESIGN.md`
+//! describes it. What the crate promises between versions: the README's
+//! "Stability" section (0.x: a minor release may break the API; the
+//! enums that will grow are `#[non_exhaustive]`).
 
 #![warn(missing_docs, missing_debug_implementations)]
 // The public API mirrors PyTorch's names (`add`, `mul`, `neg`, ..).

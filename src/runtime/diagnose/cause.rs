@@ -8,7 +8,7 @@ use std::panic::Location;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-/// Why a program compiled (one entry of [`compile_log`]).
+/// Why a program compiled (one entry of [`compile_log`](crate::debug::compile_log)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum CompileCause {
