@@ -157,6 +157,13 @@ impl Device {
 
     /// The embedded reference backend (an ndarray interpreter on exact
     /// sizes); always available.
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let d = Device::reference();
+    /// let t = d.scoped(|| Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().sum());
+    /// assert_eq!(t.item::<f32>().unwrap(), 3.0);
+    /// ```
     pub fn reference() -> Device {
         REFERENCE.clone()
     }
@@ -185,6 +192,13 @@ impl Device {
     /// lists where it looked and the command that installs the CPU
     /// plugin), or none loads (each plugin's path, C API version and
     /// message).
+    ///
+    /// ```
+    /// match lazyxla::Device::pjrt() {
+    ///     Ok(d) => println!("XLA: {}", d.name()),
+    ///     Err(e) => println!("no plugin: {e}"),
+    /// }
+    /// ```
     pub fn pjrt() -> crate::Result<Device> {
         if let Some(p) = std::env::var_os("LAZYXLA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
             return Device::pjrt_from(p);
@@ -238,6 +252,11 @@ impl Device {
     ///
     /// [`Error::Plugin`](crate::Error::Plugin) with the plugin's path, its C
     /// API version when it could be read, and the reason.
+    ///
+    /// ```
+    /// let e = lazyxla::Device::pjrt_from("/nonexistent/plugin.so").unwrap_err();
+    /// assert!(e.to_string().contains("/nonexistent/plugin.so"));
+    /// ```
     pub fn pjrt_from(path: impl AsRef<Path>) -> crate::Result<Device> {
         let path = path.as_ref();
         let key = std::fs::canonicalize(path).map_err(|e| {
@@ -294,6 +313,10 @@ impl Device {
     }
 
     /// The device's name (`reference`, `pjrt:cpu`, ..).
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Device::reference().name(), "reference");
+    /// ```
     pub fn name(&self) -> &str {
         &self.0.name
     }
@@ -602,12 +625,21 @@ impl Device {
 
     /// How many replicas run each program on this device: 1, or the
     /// number of devices of a [`Device::replicated`] one.
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Device::reference().replica_count(), 1);
+    /// ```
     pub fn replica_count(&self) -> usize {
         self.backend().replicas()
     }
 
     /// The device of each replica: the devices of a
     /// [`Device::replicated`] one, else this device alone.
+    ///
+    /// ```
+    /// let d = lazyxla::Device::reference();
+    /// assert_eq!(d.replica_devices().len(), d.replica_count());
+    /// ```
     pub fn replica_devices(&self) -> Vec<Device> {
         if self.0.members.is_empty() {
             vec![self.clone()]

@@ -103,6 +103,14 @@ impl BatchNorm2d {
     /// A layer over `channels` channels. Parameters and buffers are
     /// device data from the start, so the first step has the program of
     /// every later one.
+    ///
+    /// ```
+    /// use lazyxla::nn::{BatchNorm2d, Module};
+    /// let bn = BatchNorm2d::new(3);
+    /// assert!(bn.is_training());
+    /// let y = bn.forward(&lazyxla::Tensor::randn(&[2, 3, 4, 4], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 4, 4]);
+    /// ```
     #[track_caller]
     pub fn new(channels: usize) -> BatchNorm2d {
         BatchNorm2d {
@@ -119,6 +127,13 @@ impl BatchNorm2d {
     }
 
     /// True in training mode (batch statistics), false in evaluation.
+    ///
+    /// ```
+    /// use lazyxla::nn::{BatchNorm2d, Module};
+    /// let bn = BatchNorm2d::new(3);
+    /// bn.train(false);
+    /// assert!(!bn.is_training());
+    /// ```
     #[track_caller]
     pub fn is_training(&self) -> bool {
         self.training.load(Ordering::Relaxed)
@@ -256,6 +271,13 @@ pub struct GroupNorm {
 impl GroupNorm {
     /// `groups` groups over `channels` channels. Panics unless `groups`
     /// is at least 1 and divides `channels` (PyTorch raises there too).
+    ///
+    /// ```
+    /// use lazyxla::nn::{GroupNorm, Module};
+    /// let gn = GroupNorm::new(2, 4);
+    /// let y = gn.forward(&lazyxla::Tensor::randn(&[1, 4, 3, 3], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 4, 3, 3]);
+    /// ```
     #[track_caller]
     pub fn new(groups: usize, channels: usize) -> GroupNorm {
         if groups == 0 || !channels.is_multiple_of(groups) {
@@ -329,6 +351,12 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     /// A layer over a last dim of size `dim`.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Module, RmsNorm};
+    /// let y = RmsNorm::new(8).forward(&lazyxla::Tensor::randn(&[2, 8], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 8]);
+    /// ```
     #[track_caller]
     pub fn new(dim: usize) -> RmsNorm {
         RmsNorm {

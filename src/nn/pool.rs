@@ -26,6 +26,13 @@ pub struct MaxPool2d {
 
 impl MaxPool2d {
     /// A layer with stride = kernel and no padding.
+    ///
+    /// ```
+    /// use lazyxla::nn::{MaxPool2d, Module};
+    /// let x = lazyxla::Tensor::arange(16).to_dtype(lazyxla::DType::F32).reshape(&[1, 1, 4, 4]);
+    /// let y = MaxPool2d::new((2, 2)).forward(&x);
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![5.0, 7.0, 13.0, 15.0]);
+    /// ```
     #[track_caller]
     pub fn new(kernel: (usize, usize)) -> MaxPool2d {
         MaxPool2d {
@@ -79,6 +86,13 @@ pub struct AvgPool2d {
 
 impl AvgPool2d {
     /// A layer with stride = kernel and no padding.
+    ///
+    /// ```
+    /// use lazyxla::nn::{AvgPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[1, 1, 4, 4], lazyxla::DType::F32);
+    /// let y = AvgPool2d::new((2, 2)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 2, 2]);
+    /// ```
     #[track_caller]
     pub fn new(kernel: (usize, usize)) -> AvgPool2d {
         AvgPool2d {
@@ -128,6 +142,13 @@ pub struct AdaptiveAvgPool2d {
 
 impl AdaptiveAvgPool2d {
     /// A layer pooling to `output`.
+    ///
+    /// ```
+    /// use lazyxla::nn::{AdaptiveAvgPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[2, 3, 5, 5], lazyxla::DType::F32);
+    /// let y = AdaptiveAvgPool2d::new((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 1, 1]);
+    /// ```
     #[track_caller]
     pub fn new(output: (usize, usize)) -> AdaptiveAvgPool2d {
         AdaptiveAvgPool2d { output }

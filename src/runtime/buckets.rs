@@ -151,6 +151,10 @@ pub fn set_size_buckets(buckets: Option<SizeBuckets>) {
 }
 
 /// The buckets [`set_size_buckets`] set, if they are on.
+///
+/// ```
+/// assert_eq!(lazyxla::size_buckets(), None); // off unless set
+/// ```
 pub fn size_buckets() -> Option<SizeBuckets> {
     init_from_env();
     if !ON.load(Ordering::Acquire) {

@@ -25,6 +25,12 @@ pub enum ReduceOp {
 impl Tensor {
     /// How many replicas hold this tensor: its device's
     /// [`replica_count`](Device::replica_count).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.replica_count(), 1); // not inside a replicated program
+    /// ```
     #[track_caller]
     pub fn replica_count(&self) -> usize {
         self.device().replica_count()
