@@ -141,6 +141,13 @@ pub mod debug {
     /// The number of graph nodes alive in the process. It stays bounded over
     /// a training loop because a sync releases the graph behind the tensors
     /// it computes.
+    ///
+    /// ```
+    /// let before = lazyxla::debug::live_node_count();
+    /// let t = lazyxla::Tensor::arange(3) + 1;
+    /// assert!(lazyxla::debug::live_node_count() > before);
+    /// drop(t);
+    /// ```
     pub fn live_node_count() -> usize {
         crate::ir::live_node_count()
     }
@@ -149,6 +156,21 @@ pub mod debug {
     /// computed from, for a backward still to come (see
     /// [`Tensor::backward`]): a value read before its backward was
     /// recorded. False once a backward went through that graph.
+    ///
+    /// ```
+    /// use lazyxla::{debug, Tensor};
+    /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
+    /// let loss = (&w * &w).sum();
+    /// loss.item::<f32>().unwrap(); // read before backward
+    /// assert!(debug::keeps_grad_history(&loss));
+    /// loss.backward();
+    /// // Backward before the read: the value alone is kept.
+    /// let loss = (&w * &w).sum();
+    /// loss.backward();
+    /// lazyxla::mark_step().unwrap();
+    /// loss.item::<f32>().unwrap();
+    /// assert!(!debug::keeps_grad_history(&loss));
+    /// ```
     pub fn keeps_grad_history(t: &Tensor) -> bool {
         t.with_node(|n| n.grad_history.is_some())
     }
@@ -203,6 +225,12 @@ pub mod debug {
 
     /// The StableHLO text the PJRT backend would compile for the program
     /// computing `tensors` (nothing runs).
+    ///
+    /// ```
+    /// let y = lazyxla::Tensor::arange(3) * 2;
+    /// let text = lazyxla::debug::stablehlo_text(&[&y]).unwrap();
+    /// assert!(text.contains("stablehlo"), "{text}");
+    /// ```
     pub fn stablehlo_text(tensors: &[&Tensor]) -> crate::Result<String> {
         let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
         let t = trace(&roots, &[], &[])?;
@@ -210,6 +238,14 @@ pub mod debug {
     }
 
     /// The number of compiled programs in the cache.
+    ///
+    /// ```
+    /// use lazyxla::{debug, mark_step, Tensor};
+    /// let y = Tensor::arange(3) * 2;
+    /// mark_step().unwrap();
+    /// assert!(debug::cached_programs() >= 1);
+    /// drop(y);
+    /// ```
     pub fn cached_programs() -> usize {
         crate::runtime::cache::len()
     }
@@ -218,6 +254,11 @@ pub mod debug {
     /// cache on disk is untouched): the next step compiles again. For
     /// tests that count compiles, so that programs another test compiled
     /// first do not change their counts.
+    ///
+    /// ```
+    /// lazyxla::debug::clear_compile_cache();
+    /// assert_eq!(lazyxla::debug::cached_programs(), 0);
+    /// ```
     pub fn clear_compile_cache() {
         crate::runtime::cache::clear()
     }
@@ -225,12 +266,22 @@ pub mod debug {
     /// Sets how many compiled programs the compile cache holds (default
     /// 256, or `LAZYXLA_CACHE_SIZE`); the least recently used are evicted
     /// first, and compiling one again is logged as such.
+    ///
+    /// ```
+    /// lazyxla::debug::set_compile_cache_capacity(64);
+    /// ```
     pub fn set_compile_cache_capacity(programs: usize) {
         crate::runtime::cache::set_capacity(programs)
     }
 
     /// The number of entries in the live-tensor registry (live tensors plus
     /// not yet pruned dead ones).
+    ///
+    /// ```
+    /// let t = lazyxla::Tensor::arange(3);
+    /// assert!(lazyxla::debug::registry_len() >= 1);
+    /// drop(t);
+    /// ```
     pub fn registry_len() -> usize {
         crate::tensor::registry::len()
     }

@@ -43,6 +43,13 @@ impl MaxPool2d {
     }
 
     /// Sets the stride.
+    ///
+    /// ```
+    /// use lazyxla::nn::{MaxPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[1, 1, 5, 5], lazyxla::DType::F32);
+    /// let y = MaxPool2d::new((3, 3)).stride((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 3, 3]);
+    /// ```
     #[track_caller]
     pub fn stride(mut self, stride: (usize, usize)) -> MaxPool2d {
         self.stride = stride;
@@ -50,6 +57,13 @@ impl MaxPool2d {
     }
 
     /// Sets the padding.
+    ///
+    /// ```
+    /// use lazyxla::nn::{MaxPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[1, 1, 4, 4], lazyxla::DType::F32);
+    /// let y = MaxPool2d::new((3, 3)).stride((1, 1)).padding((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 4, 4]);
+    /// ```
     #[track_caller]
     pub fn padding(mut self, padding: (usize, usize)) -> MaxPool2d {
         self.padding = padding;
@@ -103,6 +117,13 @@ impl AvgPool2d {
     }
 
     /// Sets the stride.
+    ///
+    /// ```
+    /// use lazyxla::nn::{AvgPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[1, 1, 5, 5], lazyxla::DType::F32);
+    /// let y = AvgPool2d::new((3, 3)).stride((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 3, 3]);
+    /// ```
     #[track_caller]
     pub fn stride(mut self, stride: (usize, usize)) -> AvgPool2d {
         self.stride = stride;
@@ -110,6 +131,13 @@ impl AvgPool2d {
     }
 
     /// Sets the padding.
+    ///
+    /// ```
+    /// use lazyxla::nn::{AvgPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[1, 1, 4, 4], lazyxla::DType::F32);
+    /// let y = AvgPool2d::new((3, 3)).stride((1, 1)).padding((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 4, 4]);
+    /// ```
     #[track_caller]
     pub fn padding(mut self, padding: (usize, usize)) -> AvgPool2d {
         self.padding = padding;
