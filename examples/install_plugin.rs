@@ -123,25 +123,30 @@ fn run() -> Result<(), InstallError> {
         })?,
     };
     let count = plan.wheels().count();
-    eprintln!(
-        "installing {} {}{} into {}: {count} wheel{}, {}",
-        plan.plugin.dist,
-        plan.plugin.version,
-        if plan.libs.is_empty() {
-            ""
-        } else {
-            " with NVIDIA's CUDA libraries"
-        },
-        base.join(plan.dir_name()).display(),
-        if count == 1 { "" } else { "s" },
-        megabytes(plan.download_size()),
-    );
+    let announce = args.force || !plugin_installer::is_installed(&plan, &base);
+    if announce {
+        eprintln!(
+            "installing {} {}{} into {}: {count} wheel{}, {}",
+            plan.plugin.dist,
+            plan.plugin.version,
+            if plan.libs.is_empty() {
+                ""
+            } else {
+                " with NVIDIA's CUDA libraries"
+            },
+            base.join(plan.dir_name()).display(),
+            if count == 1 { "" } else { "s" },
+            megabytes(plan.download_size()),
+        );
+    }
 
     let agent;
     let source = match &args.from {
         Some(dir) => Source::Dir(dir),
         None => {
-            agent = plugin_installer::agent(plugin_installer::proxy_from_env()?)?;
+            agent = plugin_installer::agent(plugin_installer::proxy_from_env(
+                plugin_installer::DOWNLOAD_HOST,
+            )?)?;
             Source::Download(&agent)
         }
     };

@@ -366,3 +366,17 @@ fn a_pinned_file_that_is_no_zip_is_a_bad_wheel_and_installs_nothing() {
     assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "{msg}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn no_proxy_names_hosts_as_curl_reads_it() {
+    use plugin_installer::no_proxy_matches as m;
+    let host = plugin_installer::DOWNLOAD_HOST;
+    assert!(m("*", host));
+    assert!(m("localhost, files.pythonhosted.org", host));
+    assert!(m("pythonhosted.org", host));
+    assert!(m(".pythonhosted.org", host));
+    assert!(m("PythonHosted.org:443", host));
+    assert!(!m("", host));
+    assert!(!m("hosted.org.example, pypi.org", host));
+    assert!(!m("osted.org", host));
+}

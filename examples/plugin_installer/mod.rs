@@ -261,11 +261,41 @@ const PROXY_VARS: &[&str] = &[
     "http_proxy",
 ];
 
-/// The proxy the standard variables ask for (`HTTPS_PROXY`, `HTTP_PROXY`,
-/// `ALL_PROXY`, in either case; `NO_PROXY` lists hosts that bypass it), or
-/// `None` to connect directly. A variable that is set but is no proxy
-/// URL is an error (ureq would silently connect directly).
-pub fn proxy_from_env() -> Result<Option<ureq::Proxy>, InstallError> {
+/// The host every pinned wheel is downloaded from.
+pub const DOWNLOAD_HOST: &str = "files.pythonhosted.org";
+
+/// True when the `NO_PROXY` list `no_proxy` (comma-separated, as curl
+/// reads it: `*` for every host, `example.org` or `.example.org` for that
+/// domain and its subdomains, an optional `:port` ignored) names `host`.
+pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    no_proxy.split(',').map(str::trim).any(|entry| {
+        if entry == "*" {
+            return true;
+        }
+        let entry = entry.rsplit_once(':').map_or(entry, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                entry
+            }
+        });
+        let entry = entry.trim_start_matches('.').to_ascii_lowercase();
+        !entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}")))
+    })
+}
+
+/// The proxy the standard variables ask for to reach `host`
+/// (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, in either case), or `None`
+/// to connect directly: when none is set, or when `NO_PROXY` (or
+/// `no_proxy`) names `host`. A variable that is set but is no proxy URL is
+/// an error (ureq would silently connect directly).
+pub fn proxy_from_env(host: &str) -> Result<Option<ureq::Proxy>, InstallError> {
+    for var in ["NO_PROXY", "no_proxy"] {
+        if std::env::var(var).is_ok_and(|v| no_proxy_matches(&v, host)) {
+            return Ok(None);
+        }
+    }
     for var in PROXY_VARS {
         if let Ok(value) = std::env::var(var) {
             if !value.is_empty() && ureq::Proxy::new(&value).is_err() {
@@ -545,10 +575,7 @@ pub fn install(
     let root = base.join(plan.dir_name());
     let plugin = root.join(plan.plugin_file());
     let marker = plan.marker();
-    if !force
-        && plugin.is_file()
-        && std::fs::read_to_string(root.join(MARKER)).is_ok_and(|m| m == marker)
-    {
+    if !force && is_installed(plan, base) {
         return Ok(Installed {
             root,
             plugin,
@@ -609,6 +636,14 @@ pub fn install(
         plugin,
         fresh: true,
     })
+}
+
+/// True when `plan`'s wheels are installed in `base/<plan.dir_name()>`
+/// already (its marker names the same wheels, and the plugin is there).
+pub fn is_installed(plan: &Plan, base: &Path) -> bool {
+    let root = base.join(plan.dir_name());
+    root.join(plan.plugin_file()).is_file()
+        && std::fs::read_to_string(root.join(MARKER)).is_ok_and(|m| m == plan.marker())
 }
 
 /// Moves the finished install `from` to `to`, replacing what is there.
