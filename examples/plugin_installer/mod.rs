@@ -352,11 +352,18 @@ fn network_reason(e: &ureq::Error, proxy: Option<&str>) -> String {
     let offline = format!(
         "the machine seems to be offline or cannot reach files.pythonhosted.org{via}. Check the connection (and HTTPS_PROXY / NO_PROXY), or download the wheel elsewhere and pass its directory with --from DIR"
     );
+    let certificate = |e: &ureq::Error| {
+        format!(
+            "{e}: the server's certificate is not trusted by the system's certificate store. On a network that intercepts TLS, add its CA certificate to the system store (or point SSL_CERT_FILE at a PEM file holding it)"
+        )
+    };
     match e {
         ureq::Error::HostNotFound => format!("host not found: {offline}"),
         ureq::Error::ConnectionFailed | ureq::Error::Timeout(_) => {
             format!("{e}: {offline}")
         }
+        // ureq reports a certificate rustls rejects as an I/O error.
+        ureq::Error::Io(io) if io.to_string().contains("certificate") => certificate(e),
         ureq::Error::Io(_) => format!("{e}: {offline}"),
         ureq::Error::ConnectProxyFailed(m) => {
             format!("the proxy{via} refused the connection ({m}): check HTTPS_PROXY / NO_PROXY")
@@ -364,9 +371,7 @@ fn network_reason(e: &ureq::Error, proxy: Option<&str>) -> String {
         ureq::Error::StatusCode(code) => format!(
             "the server answered HTTP {code}{via}: the pinned URL may have moved; update the installer (scripts/pin_plugins.py regenerates its pins)"
         ),
-        ureq::Error::Tls(_) | ureq::Error::Rustls(_) => format!(
-            "{e}: the server's certificate is not trusted by the system's certificate store. On a network that intercepts TLS, add its CA certificate to the system store (or point SSL_CERT_FILE at a PEM file holding it)"
-        ),
+        ureq::Error::Tls(_) | ureq::Error::Rustls(_) => certificate(e),
         other => format!("{other}: {offline}"),
     }
 }
