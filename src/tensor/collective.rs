@@ -119,12 +119,21 @@ impl Tensor {
 
     /// The index of the replica computing it, an I64 scalar on the default
     /// device (0 on a device that is not replicated).
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Tensor::replica_id().item::<i64>().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn replica_id() -> Tensor {
         Tensor::replica_id_on(&Device::default())
     }
 
     /// [`Tensor::replica_id`] on `device`.
+    ///
+    /// ```
+    /// let id = lazyxla::Tensor::replica_id_on(&lazyxla::Device::reference());
+    /// assert_eq!(id.item::<i64>().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn replica_id_on(device: &Device) -> Tensor {
         Tensor::try_apply_on(Op::ReplicaId, &[], SmallVec::new(), device)

@@ -155,6 +155,12 @@ impl Tensor {
 
     /// [`mark_dynamic`](Tensor::mark_dynamic) returning an error instead of
     /// panicking.
+    ///
+    /// ```
+    /// let x = lazyxla::Tensor::ones(&[5, 2], lazyxla::DType::F32);
+    /// assert_eq!(x.try_mark_dynamic(0, 8).unwrap().shape_string(), "[<=8, 2]");
+    /// assert!(x.try_mark_dynamic(0, 4).is_err()); // 5 rows do not fit 4
+    /// ```
     #[track_caller]
     pub fn try_mark_dynamic(
         &self,
