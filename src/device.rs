@@ -117,13 +117,31 @@ fn choose_default() -> Device {
                 d
             }
             Err(e) => {
-                eprintln!("lazyxla: using the reference backend ({e})");
+                eprintln!("lazyxla: {}", reference_fallback_line(&e));
                 Device::reference()
             }
         },
         other => {
             panic!("LAZYXLA_BACKEND={other} is not a known backend; use `reference` or `pjrt`")
         }
+    }
+}
+
+/// The stderr line when the default device falls back to the reference
+/// backend: how to get a plugin when none was found, else why none
+/// loaded; and how to silence the line.
+fn reference_fallback_line(e: &crate::Error) -> String {
+    let found_none = std::env::var_os("LAZYXLA_PJRT_PLUGIN").is_none_or(|p| p.is_empty())
+        && discover::search().found.is_empty();
+    if found_none {
+        format!(
+            "no PJRT plugin found, so running on the reference backend (correct, but slow); to run on XLA, install a plugin with {} (LAZYXLA_BACKEND=reference silences this line)",
+            discover::INSTALL_HINT
+        )
+    } else {
+        format!(
+            "running on the reference backend, as no PJRT plugin loads: {e} (LAZYXLA_BACKEND=reference silences this line)"
+        )
     }
 }
 
@@ -139,6 +157,13 @@ impl Device {
 
     /// The embedded reference backend (an ndarray interpreter on exact
     /// sizes); always available.
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let d = Device::reference();
+    /// let t = d.scoped(|| Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap().sum());
+    /// assert_eq!(t.item::<f32>().unwrap(), 3.0);
+    /// ```
     pub fn reference() -> Device {
         REFERENCE.clone()
     }
@@ -146,11 +171,14 @@ impl Device {
     /// The XLA device through a PJRT plugin.
     ///
     /// The plugin is `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` when that is
-    /// set; otherwise the first one that loads among those pip installed in
-    /// the Python environments on the machine (the directories in
-    /// `LAZYXLA_PJRT_PATH`, colon-separated, first; then `$VIRTUAL_ENV`,
-    /// `$CONDA_PREFIX`, the site-packages that `python3` reports, and the
-    /// per-user and system `python3*/site-packages` and `dist-packages`):
+    /// set; otherwise the first one that loads among those found in
+    /// package directories laid out as pip installs them: the directories
+    /// in `LAZYXLA_PJRT_PATH` (colon-separated) first; then the plugins
+    /// that `cargo run --release --example install_plugin` installed in
+    /// [`Device::plugin_cache_dir`]; then the Python environments on the
+    /// machine (`$VIRTUAL_ENV`, `$CONDA_PREFIX`, the site-packages that
+    /// `python3` reports, and the per-user and system
+    /// `python3*/site-packages` and `dist-packages`):
     /// `libtpu/libtpu.so`, `jax_plugins/xla_cuda13/xla_cuda_plugin.so`,
     /// `jax_plugins/xla_cuda12/xla_cuda_plugin.so`,
     /// `lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so` (a newer, faster XLA
@@ -164,6 +192,13 @@ impl Device {
     /// lists where it looked and the command that installs the CPU
     /// plugin), or none loads (each plugin's path, C API version and
     /// message).
+    ///
+    /// ```
+    /// match lazyxla::Device::pjrt() {
+    ///     Ok(d) => println!("XLA: {}", d.name()),
+    ///     Err(e) => println!("no plugin: {e}"),
+    /// }
+    /// ```
     pub fn pjrt() -> crate::Result<Device> {
         if let Some(p) = std::env::var_os("LAZYXLA_PJRT_PLUGIN").filter(|p| !p.is_empty()) {
             return Device::pjrt_from(p);
@@ -190,6 +225,26 @@ impl Device {
         )))
     }
 
+    /// The per-user directory where `cargo run --release --example
+    /// install_plugin` puts PJRT plugins (one directory per plugin and
+    /// version, laid out as pip installs them), searched by
+    /// [`Device::pjrt`]: `$XDG_CACHE_HOME/lazyxla/plugins` when
+    /// `XDG_CACHE_HOME` is an absolute path, else
+    /// `~/Library/Caches/lazyxla/plugins` on macOS,
+    /// `%LOCALAPPDATA%\lazyxla\plugins` on Windows and
+    /// `~/.cache/lazyxla/plugins` elsewhere. `None` when there is no home
+    /// directory to put it in.
+    ///
+    /// ```
+    /// if let Some(dir) = lazyxla::Device::plugin_cache_dir() {
+    ///     assert!(dir.ends_with("lazyxla/plugins"));
+    ///     println!("install_plugin puts plugins in {}", dir.display());
+    /// }
+    /// ```
+    pub fn plugin_cache_dir() -> Option<PathBuf> {
+        discover::plugin_cache_dir()
+    }
+
     /// The XLA device through the PJRT plugin at `path` (created once per
     /// process and plugin).
     ///
@@ -197,6 +252,11 @@ impl Device {
     ///
     /// [`Error::Plugin`](crate::Error::Plugin) with the plugin's path, its C
     /// API version when it could be read, and the reason.
+    ///
+    /// ```
+    /// let e = lazyxla::Device::pjrt_from("/nonexistent/plugin.so").unwrap_err();
+    /// assert!(e.to_string().contains("/nonexistent/plugin.so"));
+    /// ```
     pub fn pjrt_from(path: impl AsRef<Path>) -> crate::Result<Device> {
         let path = path.as_ref();
         let key = std::fs::canonicalize(path).map_err(|e| {
@@ -253,6 +313,10 @@ impl Device {
     }
 
     /// The device's name (`reference`, `pjrt:cpu`, ..).
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Device::reference().name(), "reference");
+    /// ```
     pub fn name(&self) -> &str {
         &self.0.name
     }
@@ -561,12 +625,21 @@ impl Device {
 
     /// How many replicas run each program on this device: 1, or the
     /// number of devices of a [`Device::replicated`] one.
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Device::reference().replica_count(), 1);
+    /// ```
     pub fn replica_count(&self) -> usize {
         self.backend().replicas()
     }
 
     /// The device of each replica: the devices of a
     /// [`Device::replicated`] one, else this device alone.
+    ///
+    /// ```
+    /// let d = lazyxla::Device::reference();
+    /// assert_eq!(d.replica_devices().len(), d.replica_count());
+    /// ```
     pub fn replica_devices(&self) -> Vec<Device> {
         if self.0.members.is_empty() {
             vec![self.clone()]

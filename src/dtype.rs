@@ -46,6 +46,7 @@ use std::fmt;
 /// assert_eq!((&t + &t.to_dtype(DType::F16)).dtype(), DType::F32);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DType {
     /// Booleans.
     Bool,
@@ -74,21 +75,42 @@ pub(crate) enum Category {
 
 impl DType {
     /// True for `F16`, `BF16`, `F32` and `F64`.
+    ///
+    /// ```
+    /// use lazyxla::DType;
+    /// assert!(DType::BF16.is_float() && !DType::I64.is_float());
+    /// ```
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 
     /// True for the 16-bit floats `F16` and `BF16`.
+    ///
+    /// ```
+    /// use lazyxla::DType;
+    /// assert!(DType::F16.is_half() && !DType::F32.is_half());
+    /// ```
     pub fn is_half(self) -> bool {
         matches!(self, DType::F16 | DType::BF16)
     }
 
     /// True for `I32` and `I64`.
+    ///
+    /// ```
+    /// use lazyxla::DType;
+    /// assert!(DType::I32.is_int() && !DType::Bool.is_int());
+    /// ```
     pub fn is_int(self) -> bool {
         matches!(self, DType::I32 | DType::I64)
     }
 
     /// Bytes per element.
+    ///
+    /// ```
+    /// use lazyxla::DType;
+    /// assert_eq!(DType::BF16.size_in_bytes(), 2);
+    /// assert_eq!(DType::I64.size_in_bytes(), 8);
+    /// ```
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::Bool => 1,
@@ -99,6 +121,11 @@ impl DType {
     }
 
     /// Short name used by the printer and in messages (`f32`, `i64`, `bool`).
+    ///
+    /// ```
+    /// use lazyxla::DType;
+    /// assert_eq!(DType::F32.name(), "f32");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",

@@ -9,6 +9,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in lazyxla.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An op was given operands whose shapes do not fit together.
     #[error("{op}: {message}")]

@@ -9,6 +9,7 @@ use std::fmt;
 
 /// A dense host array of one of the supported dtypes.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum HostArray {
     /// Booleans.
     Bool(ArrayD<bool>),
@@ -62,6 +63,11 @@ macro_rules! map_host_array {
 
 impl HostArray {
     /// The dtype of the elements.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// assert_eq!(HostArray::full(DType::I32, &[2], 1.0).dtype(), DType::I32);
+    /// ```
     pub fn dtype(&self) -> DType {
         match self {
             HostArray::Bool(_) => DType::Bool,
@@ -75,11 +81,22 @@ impl HostArray {
     }
 
     /// The exact shape.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// assert_eq!(HostArray::full(DType::F32, &[2, 3], 0.0).shape(), &[2, 3]);
+    /// ```
     pub fn shape(&self) -> &[usize] {
         with_host_array!(self, a => a.shape())
     }
 
     /// An array of the given dtype and shape filled with `value`.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// let a = HostArray::full(DType::F64, &[2], 1.5);
+    /// assert_eq!(a.to_f64_vec(), vec![1.5, 1.5]);
+    /// ```
     pub fn full(dtype: DType, shape: &[usize], value: f64) -> HostArray {
         let sh = ndarray::IxDyn(shape);
         match dtype {
@@ -97,6 +114,13 @@ impl HostArray {
     /// (floats to integers truncate toward zero; nonzero to bool is `true`).
     /// Halves convert through `f32` (exact) or `f64`, rounding to nearest
     /// even when narrowing.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// let a = HostArray::full(DType::F32, &[2], 2.0).cast(DType::I64);
+    /// assert_eq!(a.dtype(), DType::I64);
+    /// assert_eq!(a.to_f64_vec(), vec![2.0, 2.0]);
+    /// ```
     pub fn cast(&self, dtype: DType) -> HostArray {
         fn conv<T: Copy, U>(a: &ArrayD<T>, f: impl Fn(T) -> U) -> ArrayD<U> {
             a.mapv(f)
@@ -141,6 +165,14 @@ impl HostArray {
     /// A copy at the larger shape `bound`, the elements in its leading
     /// corner and `fill` elsewhere. `None` when `bound` is smaller than the
     /// array in some dimension or has another rank.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// let a = HostArray::full(DType::F32, &[1, 2], 1.0);
+    /// let p = a.padded(&[2, 2], 0.0).unwrap();
+    /// assert_eq!(p.to_f64_vec(), vec![1.0, 1.0, 0.0, 0.0]);
+    /// assert!(a.padded(&[1, 1], 0.0).is_none());
+    /// ```
     pub fn padded(&self, bound: &[usize], fill: f64) -> Option<HostArray> {
         if bound.len() != self.shape().len() || bound.iter().zip(self.shape()).any(|(b, s)| b < s) {
             return None;
@@ -167,12 +199,23 @@ impl HostArray {
     }
 
     /// The elements as `f64` in row-major order (for printing and tests).
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// assert_eq!(HostArray::full(DType::Bool, &[2], 1.0).to_f64_vec(), vec![1.0, 1.0]);
+    /// ```
     pub fn to_f64_vec(&self) -> Vec<f64> {
         use crate::host::Element;
         with_host_array!(self, a => a.iter().map(|x| x.to_f64()).collect())
     }
 
     /// The raw little-endian bytes in row-major order (bool as one byte).
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// let a = HostArray::full(DType::I32, &[2], 1.0);
+    /// assert_eq!(a.to_bytes(), vec![1, 0, 0, 0, 1, 0, 0, 0]);
+    /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             HostArray::Bool(a) => a.iter().map(|&b| b as u8).collect(),
@@ -248,6 +291,12 @@ impl HostArray {
     }
 
     /// Builds an array from little-endian bytes in row-major order.
+    ///
+    /// ```
+    /// use lazyxla::{host::HostArray, DType};
+    /// let a = HostArray::from_bytes(DType::I32, &[2], &[1, 0, 0, 0, 2, 0, 0, 0]);
+    /// assert_eq!(a.to_f64_vec(), vec![1.0, 2.0]);
+    /// ```
     pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> HostArray {
         let sh = ndarray::IxDyn(shape);
         macro_rules! build {

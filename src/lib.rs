@@ -1,9 +1,11 @@
 //! # lazyxla
 //!
-//! A lazy-tensor runtime with bounded dynamic shapes. Eager-looking tensor
-//! code records a graph; [`mark_step`] (or reading a value) compiles the
-//! pending graph once per structure and runs it. Sizes are [`SymInt`]s:
-//! static, or data-dependent with a static upper bound (`<=25`), so a loop
+//! A lazy-tensor runtime with bounded dynamic shapes: eager-looking tensor
+//! code records a graph, and [`mark_step`] (or reading a value) compiles
+//! it into one XLA program through a PJRT plugin and runs it. Sizes may
+//! depend on data ([`Tensor::nonzero`], [`Tensor::masked_select`],
+//! [`Tensor::unique`], variable-length batches): they are [`SymInt`]s,
+//! static or data-dependent with a static upper bound (`<=25`), so a loop
 //! whose sizes change every step compiles once.
 //!
 //! ```
@@ -17,12 +19,54 @@
 //! assert_eq!(d.to_vec::<i64>().unwrap(), vec![1, 3, 7, 9]);
 //! ```
 //!
-//! The data path: `tensor` (ops record nodes) → `ir` (nodes typed by
-//! dtype and `SymInt` shape) → `runtime` (sync, canonical program, cache
-//! key, compile cache) → `backend` (reference interpreter or XLA through
-//! PJRT). See DESIGN.md.
+//! ## Running on XLA
+//!
+//! Programs run on XLA through a PJRT plugin, found by [`Device::pjrt`]
+//! and used by [`Device::default`] when one loads; without one they run
+//! on the embedded reference backend (an ndarray interpreter, correct but
+//! slow), and one stderr line says how to get a plugin. Install XLA's CPU
+//! plugin once, without Python, from lazyxla's source directory (a
+//! checkout, or the crate's source that Cargo downloaded):
+//!
+//! ```sh
+//! cargo run --release --example install_plugin            # XLA's CPU plugin
+//! cargo run --release --example install_plugin -- --gpu cuda12   # or cuda13
+//! ```
+//!
+//! It puts the plugin in [`Device::plugin_cache_dir`], where discovery
+//! looks. `LAZYXLA_BACKEND=reference` chooses the reference backend (and
+//! silences that line); `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` picks a
+//! plugin file.
+//!
+//! ## Where things are
+//!
+//! - [`Tensor`]: creation, elementwise, reduction, shape, indexing and
+//!   data-dependent ops, autograd ([`Tensor::backward`]), reading values
+//!   ([`Tensor::to_vec`], [`Tensor::item`]); [`DType`], [`SymInt`],
+//!   [`SymBool`].
+//! - [`mark_step`], [`capture`] (record a training step once, replay it),
+//!   [`fori_loop`] and [`while_loop`] (loops compiled as one program),
+//!   [`set_size_buckets`], [`set_compilation_cache_dir`].
+//! - [`Device`], [`devices`]: the reference backend and XLA devices.
+//! - [`nn`]: the [`nn::Module`] trait, layers, activations and losses;
+//!   [`optim`]: SGD, Adam, AdamW and learning-rate schedules.
+//! - [`parallel`]: data parallelism in one program across devices.
+//! - [`safetensors`]: checkpoints PyTorch reads and writes.
+//! - [`vision`]: detection ops (`box_iou`, `roi_align`, `nms`).
+//! - [`metrics`]: counters and timers (compiles, cache hits, transfers);
+//!   [`debug`]: why a program compiled, and introspection for tests.
+//! - [`host`]: host arrays, the data that crosses to and from devices.
+//! - [`prelude`]: the names a training script uses, in one import.
+//!
+//! The data path inside: tensor ops record nodes (typed by dtype and
+//! `SymInt` shape), a sync canonicalises the pending graph into a program
+//! and its cache key, and a backend compiles and runs it (the reference
+//! interpreter, or XLA through PJRT). The repository's `DESIGN.md`
+//! describes it. What the crate promises between versions: the README's
+//! "Stability" section (0.x: a minor release may break the API; the
+//! enums that will grow are `#[non_exhaustive]`).
 
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 // The public API mirrors PyTorch's names (`add`, `mul`, `neg`, ..).
 #![allow(clippy::should_implement_trait)]
 
@@ -97,6 +141,13 @@ pub mod debug {
     /// The number of graph nodes alive in the process. It stays bounded over
     /// a training loop because a sync releases the graph behind the tensors
     /// it computes.
+    ///
+    /// ```
+    /// let before = lazyxla::debug::live_node_count();
+    /// let t = lazyxla::Tensor::arange(3) + 1;
+    /// assert!(lazyxla::debug::live_node_count() > before);
+    /// drop(t);
+    /// ```
     pub fn live_node_count() -> usize {
         crate::ir::live_node_count()
     }
@@ -105,6 +156,21 @@ pub mod debug {
     /// computed from, for a backward still to come (see
     /// [`Tensor::backward`]): a value read before its backward was
     /// recorded. False once a backward went through that graph.
+    ///
+    /// ```
+    /// use lazyxla::{debug, Tensor};
+    /// let w = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().requires_grad(true);
+    /// let loss = (&w * &w).sum();
+    /// loss.item::<f32>().unwrap(); // read before backward
+    /// assert!(debug::keeps_grad_history(&loss));
+    /// loss.backward();
+    /// // Backward before the read: the value alone is kept.
+    /// let loss = (&w * &w).sum();
+    /// loss.backward();
+    /// lazyxla::mark_step().unwrap();
+    /// loss.item::<f32>().unwrap();
+    /// assert!(!debug::keeps_grad_history(&loss));
+    /// ```
     pub fn keeps_grad_history(t: &Tensor) -> bool {
         t.with_node(|n| n.grad_history.is_some())
     }
@@ -159,6 +225,12 @@ pub mod debug {
 
     /// The StableHLO text the PJRT backend would compile for the program
     /// computing `tensors` (nothing runs).
+    ///
+    /// ```
+    /// let y = lazyxla::Tensor::arange(3) * 2;
+    /// let text = lazyxla::debug::stablehlo_text(&[&y]).unwrap();
+    /// assert!(text.contains("stablehlo"), "{text}");
+    /// ```
     pub fn stablehlo_text(tensors: &[&Tensor]) -> crate::Result<String> {
         let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
         let t = trace(&roots, &[], &[])?;
@@ -186,6 +258,14 @@ pub mod debug {
     }
 
     /// The number of compiled programs in the cache.
+    ///
+    /// ```
+    /// use lazyxla::{debug, mark_step, Tensor};
+    /// let y = Tensor::arange(3) * 2;
+    /// mark_step().unwrap();
+    /// assert!(debug::cached_programs() >= 1);
+    /// drop(y);
+    /// ```
     pub fn cached_programs() -> usize {
         crate::runtime::cache::len()
     }
@@ -194,6 +274,11 @@ pub mod debug {
     /// cache on disk is untouched): the next step compiles again. For
     /// tests that count compiles, so that programs another test compiled
     /// first do not change their counts.
+    ///
+    /// ```
+    /// lazyxla::debug::clear_compile_cache();
+    /// assert_eq!(lazyxla::debug::cached_programs(), 0);
+    /// ```
     pub fn clear_compile_cache() {
         crate::runtime::cache::clear()
     }
@@ -201,12 +286,22 @@ pub mod debug {
     /// Sets how many compiled programs the compile cache holds (default
     /// 256, or `LAZYXLA_CACHE_SIZE`); the least recently used are evicted
     /// first, and compiling one again is logged as such.
+    ///
+    /// ```
+    /// lazyxla::debug::set_compile_cache_capacity(64);
+    /// ```
     pub fn set_compile_cache_capacity(programs: usize) {
         crate::runtime::cache::set_capacity(programs)
     }
 
     /// The number of entries in the live-tensor registry (live tensors plus
     /// not yet pruned dead ones).
+    ///
+    /// ```
+    /// let t = lazyxla::Tensor::arange(3);
+    /// assert!(lazyxla::debug::registry_len() >= 1);
+    /// drop(t);
+    /// ```
     pub fn registry_len() -> usize {
         crate::tensor::registry::len()
     }

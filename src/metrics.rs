@@ -130,6 +130,17 @@ static TIMES: [[AtomicU64; 3]; Timer::ALL.len()] =
 /// [`reset`] leaves it alone, and it falls when tensors are dropped. A
 /// training loop's level is the same from step to step; growth is a leak
 /// (`benches/soak.rs` checks it).
+///
+/// ```
+/// use lazyxla::{mark_step, metrics, Tensor};
+/// metrics::reset();
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+/// let y = &x * 2;
+/// mark_step().unwrap();
+/// println!("compiles: {}", metrics::counter("UncachedCompile"));
+/// assert_eq!(metrics::counter("NoSuchCounter"), 0);
+/// drop((x, y));
+/// ```
 pub fn counter(name: &str) -> u64 {
     match Counter::named(name) {
         Some(c) => COUNTS[c as usize].load(Relaxed),
@@ -139,6 +150,12 @@ pub fn counter(name: &str) -> u64 {
 
 /// Sets every counter and timer back to zero (gauges are levels, and stay
 /// as they are).
+///
+/// ```
+/// use lazyxla::metrics;
+/// metrics::reset();
+/// assert_eq!(metrics::counter("UncachedCompile"), 0);
+/// ```
 pub fn reset() {
     for c in &COUNTS {
         c.store(0, Relaxed);
@@ -169,6 +186,14 @@ pub(crate) fn set_report_section(section: fn() -> String, clear: fn()) {
 /// `CompileTime`, `TraceTime`, `ExecuteTime` (starting a program: on XLA
 /// it runs on asynchronously) and `DeviceWaitTime` (waiting for the
 /// previous program, see `Device::synchronize`).
+///
+/// ```
+/// use lazyxla::{mark_step, metrics, Tensor};
+/// let y = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().exp();
+/// mark_step().unwrap();
+/// println!("{}", metrics::report());
+/// drop(y);
+/// ```
 pub fn report() -> String {
     let mut counters: Vec<(&str, u64)> = Counter::ALL
         .iter()
@@ -210,6 +235,12 @@ pub fn report() -> String {
 }
 
 /// The total time recorded by a timer (zero for a name that is not one).
+///
+/// ```
+/// use lazyxla::metrics;
+/// metrics::reset();
+/// assert_eq!(metrics::timer_total("CompileTime"), std::time::Duration::ZERO);
+/// ```
 pub fn timer_total(name: &str) -> Duration {
     Timer::named(name).map_or(Duration::ZERO, |t| {
         Duration::from_nanos(TIMES[t as usize][1].load(Relaxed))

@@ -26,6 +26,17 @@ use std::path::Path;
 /// Writes `tensors` (their real values, read from the device) to `path`.
 /// Names must be distinct. Dynamic tensors are written at their real
 /// sizes.
+///
+/// ```
+/// use lazyxla::{safetensors, Tensor};
+/// let path = std::env::temp_dir().join(format!("lazyxla-doc-save-{}.safetensors", std::process::id()));
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+/// safetensors::save(&path, &[("w".to_string(), w)]).unwrap();
+/// let back = safetensors::load(&path).unwrap();
+/// assert_eq!(back[0].0, "w");
+/// assert_eq!(back[0].1.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> {
     let path = path.as_ref();
     let mut arrays = Vec::with_capacity(tensors.len());
@@ -51,6 +62,17 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> 
 
 /// Reads every tensor of a safetensors file, in the file's order, onto
 /// the default device. Supported dtypes: BOOL, I32, I64, F16, BF16, F32, F64.
+///
+/// ```
+/// use lazyxla::{safetensors, Tensor};
+/// let path = std::env::temp_dir().join(format!("lazyxla-doc-load-{}.safetensors", std::process::id()));
+/// let i = Tensor::from_vec(vec![3i64, 4], &[1, 2]).unwrap();
+/// safetensors::save(&path, &[("i".to_string(), i)]).unwrap();
+/// let (name, t) = &safetensors::load(&path).unwrap()[0];
+/// assert_eq!(name, "i");
+/// assert_eq!(t.concrete_shape().unwrap(), vec![1, 2]);
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let op = "safetensors::load";

@@ -663,6 +663,7 @@ fn evaluate(spec: &Spec) -> Result<Vec<Evaluated>, String> {
                     .iter()
                     .map(|&x| x as u8 as f64)
                     .collect(),
+                other => panic!("the differential test has no {other:?} tensors"),
             };
             (shape, t.dtype(), v)
         })

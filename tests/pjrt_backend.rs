@@ -29,7 +29,8 @@ fn run_child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
         .env_remove("LAZYXLA_PJRT_PATH")
         .env_remove("LAZYXLA_BACKEND")
         .env_remove("PJRT_DEVICE")
-        .env_remove("LAZYXLA_DUMP");
+        .env_remove("LAZYXLA_DUMP")
+        .env_remove("XDG_CACHE_HOME");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -66,7 +67,14 @@ fn child_no_plugin() {
     }
     let e = Device::pjrt().unwrap_err().to_string();
     println!("NO-PLUGIN-ERROR: {e}");
-    assert!(e.contains("python3 -m pip install xla-cpu-pjrt"), "{e}");
+    assert!(
+        e.contains("cargo run --release --example install_plugin"),
+        "{e}"
+    );
+    assert!(
+        e.contains("/nonexistent/home/.cache/lazyxla/plugins"),
+        "{e}"
+    );
     assert!(
         e.contains("xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"),
         "{e}"
@@ -92,7 +100,47 @@ fn no_plugin_lists_where_it_looked_and_how_to_install() {
         ],
     );
     assert!(ok, "{out}");
-    assert!(out.contains("using the reference backend"), "{out}");
+    // The one line says what happened and how to get a plugin.
+    let line = out
+        .lines()
+        .find(|l| {
+            l.starts_with("lazyxla: no PJRT plugin found, so running on the reference backend")
+        })
+        .unwrap_or_else(|| panic!("no fallback line in: {out}"));
+    assert!(
+        line.contains("cargo run --release --example install_plugin"),
+        "{line}"
+    );
+    assert!(
+        line.contains("LAZYXLA_BACKEND=reference silences"),
+        "{line}"
+    );
+}
+
+#[test]
+fn child_default_device_quietly() {
+    if !is_child() {
+        return;
+    }
+    assert_eq!(Device::default().name(), "reference");
+}
+
+#[test]
+fn a_chosen_reference_backend_prints_nothing() {
+    if is_child() {
+        return;
+    }
+    let (ok, out) = run_child(
+        "child_default_device_quietly",
+        &[
+            ("LAZYXLA_BACKEND", "reference"),
+            ("LAZYXLA_PJRT_PATH", "/nonexistent/pjrt-dir"),
+            ("HOME", "/nonexistent/home"),
+            ("PATH", "/nonexistent/bin"),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(!out.contains("lazyxla:"), "{out}");
 }
 
 #[test]
@@ -119,7 +167,7 @@ fn forced_pjrt_fails_clearly_without_a_plugin() {
     );
     assert!(!ok, "{out}");
     assert!(out.contains("LAZYXLA_BACKEND=pjrt"), "{out}");
-    assert!(out.contains("xla-cpu-pjrt"), "{out}");
+    assert!(out.contains("--example install_plugin"), "{out}");
 }
 
 #[test]

@@ -145,8 +145,25 @@ pub struct CapturedStep<F> {
     max_graphs: Option<usize>,
 }
 
+impl<F> std::fmt::Debug for CapturedStep<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapturedStep")
+            .field("recordings", &self.recordings)
+            .field("variants", &self.variants.len())
+            .field("max_graphs", &self.max_graphs)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Wraps `step` into a [`CapturedStep`]: recorded on its first call,
 /// replayed afterwards.
+///
+/// ```
+/// use lazyxla::{capture, Tensor};
+/// let mut double = capture(|x: &[Tensor]| vec![&x[0] * 2]);
+/// let y = double.run(&[Tensor::from_vec(vec![1.0f32], &[1]).unwrap()]).unwrap();
+/// assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![2.0]);
+/// ```
 pub fn capture<F>(step: F) -> CapturedStep<F>
 where
     F: FnMut(&[Tensor]) -> Vec<Tensor>,
@@ -193,6 +210,16 @@ where
     /// Errors: the capture rules above, the
     /// [`max_graphs`](CapturedStep::max_graphs) limit, and the errors of
     /// `mark_step`. On an error every live tensor keeps a valid value.
+    ///
+    /// ```
+    /// use lazyxla::{capture, Tensor};
+    /// let mut add_one = capture(|x: &[Tensor]| vec![&x[0] + 1]);
+    /// for k in 0..3 {
+    ///     let x = Tensor::from_vec(vec![k as f32], &[1]).unwrap();
+    ///     assert_eq!(add_one.run(&[x]).unwrap()[0].item::<f32>().unwrap(), k as f32 + 1.0);
+    /// }
+    /// assert_eq!(add_one.recordings(), 1);
+    /// ```
     #[track_caller]
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         crate::tensor::at_site("capture", || self.run_at_site(inputs))
@@ -262,6 +289,14 @@ where
 
     /// How many times the step function ran to be recorded (each new
     /// input signature or state layout records it once).
+    ///
+    /// ```
+    /// use lazyxla::{capture, Tensor};
+    /// let mut neg = capture(|x: &[Tensor]| vec![x[0].neg()]);
+    /// neg.run(&[Tensor::from_vec(vec![1.0f32], &[1]).unwrap()]).unwrap();
+    /// neg.run(&[Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap()]).unwrap(); // a new shape
+    /// assert_eq!(neg.recordings(), 2);
+    /// ```
     pub fn recordings(&self) -> usize {
         self.recordings
     }

@@ -193,6 +193,7 @@ fn attend(q: &Tensor, k: &Tensor, v: &Tensor, masks: &Masks) -> Tensor {
 /// let names: Vec<String> = mha.named_parameters().into_iter().map(|(n, _)| n).collect();
 /// assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
 /// ```
+#[derive(Debug)]
 pub struct MultiheadAttention {
     /// `[3E, E]`: rows `0..E` project the query, `E..2E` the key,
     /// `2E..3E` the value.
@@ -209,6 +210,13 @@ impl MultiheadAttention {
     /// `num_heads` heads over `embed_dim` features; `seed` makes the
     /// initialisation reproducible. Panics unless `num_heads` is at least
     /// 1 and divides `embed_dim` (PyTorch asserts the same).
+    ///
+    /// ```
+    /// use lazyxla::nn::{Module, MultiheadAttention};
+    /// let mha = MultiheadAttention::new(8, 2, 0);
+    /// let x = lazyxla::Tensor::randn(&[1, 5, 8], 1);
+    /// assert_eq!(mha.forward(&x).concrete_shape().unwrap(), vec![1, 5, 8]);
+    /// ```
     #[track_caller]
     pub fn new(embed_dim: usize, num_heads: usize, seed: u64) -> MultiheadAttention {
         if num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
@@ -250,6 +258,18 @@ impl MultiheadAttention {
     /// must then share the size (`mark_dynamic_as`). Panics unless the
     /// inputs are rank 3 with `E` features and the masks have those
     /// ranks.
+    ///
+    /// ```
+    /// use lazyxla::nn::MultiheadAttention;
+    /// use lazyxla::Tensor;
+    /// let mha = MultiheadAttention::new(8, 2, 0);
+    /// let q = Tensor::randn(&[1, 3, 8], 1);
+    /// let kv = Tensor::randn(&[1, 5, 8], 2);
+    /// // The last key is padding.
+    /// let pad = Tensor::from_vec(vec![false, false, false, false, true], &[1, 5]).unwrap();
+    /// let y = mha.forward_qkv(&q, &kv, &kv, Some(&pad), None);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 3, 8]);
+    /// ```
     #[track_caller]
     pub fn forward_qkv(
         &self,

@@ -82,6 +82,7 @@ macro_rules! conv_layer {
         $(, $extra:ident = $default:expr)*
     ) => {
         $(#[$doc])*
+        #[derive(Debug)]
         pub struct $name {
             /// The weight: `[out, in / groups, kernel..]`, or `[in, out /
             /// groups, kernel..]` for a transposed convolution.

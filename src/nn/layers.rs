@@ -29,6 +29,7 @@ pub(super) fn filled(shape: &[usize], value: f32) -> Tensor {
 
 /// `y = x Wᵀ + b` with `W: [out, in]`, initialised as PyTorch does
 /// (uniform in `±1/sqrt(in)` for weight and bias).
+#[derive(Debug)]
 pub struct Linear {
     /// `[out_features, in_features]`.
     pub weight: Tensor,
@@ -38,6 +39,14 @@ pub struct Linear {
 
 impl Linear {
     /// A layer with bias; `seed` makes the initialisation reproducible.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module};
+    /// use lazyxla::Tensor;
+    /// let fc = Linear::new(3, 2, 0);
+    /// let y = fc.forward(&Tensor::ones(&[4, 3], lazyxla::DType::F32));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![4, 2]);
+    /// ```
     #[track_caller]
     pub fn new(in_features: usize, out_features: usize, seed: u64) -> Linear {
         let bound = 1.0 / (in_features.max(1) as f64).sqrt();
@@ -50,6 +59,15 @@ impl Linear {
     }
 
     /// A layer from given tensors (they are marked as requiring grad).
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module};
+    /// use lazyxla::Tensor;
+    /// let w = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 2.0], &[2, 2]).unwrap();
+    /// let fc = Linear::from_tensors(w, None);
+    /// let x = Tensor::from_vec(vec![3.0f32, 4.0], &[1, 2]).unwrap();
+    /// assert_eq!(fc.forward(&x).to_vec::<f32>().unwrap(), vec![3.0, 8.0]);
+    /// ```
     #[track_caller]
     pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Linear {
         Linear {
@@ -93,6 +111,7 @@ impl Module for Linear {
 /// assert_eq!(y.shape_string(), "[2, <=8, 3]");
 /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 3]);
 /// ```
+#[derive(Debug)]
 pub struct Embedding {
     /// `[num, dim]`.
     pub weight: Tensor,
@@ -100,6 +119,14 @@ pub struct Embedding {
 
 impl Embedding {
     /// A table with a seeded initialisation.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Embedding, Module};
+    /// use lazyxla::Tensor;
+    /// let emb = Embedding::new(10, 4, 0);
+    /// let ids = Tensor::from_vec(vec![1i64, 7], &[2]).unwrap();
+    /// assert_eq!(emb.forward(&ids).concrete_shape().unwrap(), vec![2, 4]);
+    /// ```
     #[track_caller]
     pub fn new(num: usize, dim: usize, seed: u64) -> Embedding {
         Embedding {
@@ -162,6 +189,7 @@ impl Module for Embedding {
 
 /// Normalises over the last dimension, then scales and shifts
 /// (weight ones, bias zeros, eps 1e-5, as PyTorch).
+#[derive(Debug)]
 pub struct LayerNorm {
     /// `[dim]`.
     pub weight: Tensor,
@@ -173,6 +201,15 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     /// A layer norm over a last dimension of size `dim`.
+    ///
+    /// ```
+    /// use lazyxla::nn::{LayerNorm, Module};
+    /// use lazyxla::Tensor;
+    /// let ln = LayerNorm::new(2);
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0], &[1, 2]).unwrap();
+    /// let y = ln.forward(&x).to_vec::<f32>().unwrap();
+    /// assert!((y[0] + 1.0).abs() < 1e-3 && (y[1] - 1.0).abs() < 1e-3);
+    /// ```
     #[track_caller]
     pub fn new(dim: usize) -> LayerNorm {
         LayerNorm {
@@ -204,6 +241,7 @@ impl Module for LayerNorm {
 /// that advances every call, so steps differ but compile once. Inside a
 /// captured step (`lazyxla::capture`) the seed is device state advanced
 /// in the graph, so every replay draws a new mask.
+#[derive(Debug)]
 pub struct Dropout {
     p: f64,
     seed: u64,
@@ -218,6 +256,15 @@ pub struct Dropout {
 
 impl Dropout {
     /// Dropout with probability `p` and a base seed.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Dropout, Module};
+    /// use lazyxla::Tensor;
+    /// let drop = Dropout::new(0.5, 0);
+    /// drop.train(false);
+    /// let x = Tensor::ones(&[4], lazyxla::DType::F32);
+    /// assert_eq!(drop.forward(&x).to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    /// ```
     #[track_caller]
     pub fn new(p: f64, seed: u64) -> Dropout {
         assert!(
@@ -313,14 +360,35 @@ pub struct Sequential {
     layers: Vec<Box<dyn Module + Send + Sync>>,
 }
 
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential")
+            .field("layers", &self.layers.len())
+            .finish()
+    }
+}
+
 impl Sequential {
     /// An empty sequence.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module, Relu, Sequential};
+    /// let net = Sequential::new().add(Linear::new(4, 8, 0)).add(Relu).add(Linear::new(8, 2, 1));
+    /// let y = net.forward(&lazyxla::Tensor::ones(&[3, 4], lazyxla::DType::F32));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![3, 2]);
+    /// ```
     #[track_caller]
     pub fn new() -> Sequential {
         Sequential::default()
     }
 
     /// Appends a module.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module, Sequential, Tanh};
+    /// let net = Sequential::new().add(Linear::new(2, 2, 0)).add(Tanh);
+    /// assert_eq!(net.parameters().len(), 2);
+    /// ```
     #[track_caller]
     pub fn add(mut self, m: impl Module + Send + Sync + 'static) -> Sequential {
         self.layers.push(Box::new(m));

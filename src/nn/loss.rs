@@ -5,6 +5,13 @@ use crate::dtype::DType;
 use crate::tensor::Tensor;
 
 /// Mean squared error.
+///
+/// ```
+/// use lazyxla::{nn, Tensor};
+/// let p = Tensor::from_vec(vec![1.0f32, 3.0], &[2]).unwrap();
+/// let t = Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap();
+/// assert_eq!(nn::mse_loss(&p, &t).item::<f32>().unwrap(), 2.0);
+/// ```
 #[track_caller]
 pub fn mse_loss(pred: &Tensor, target: &Tensor) -> Tensor {
     (pred - target).square().mean()
@@ -39,6 +46,14 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 
 /// Binary cross entropy on logits, computed stably:
 /// `max(x, 0) - x·t + log1p(exp(-|x|))`.
+///
+/// ```
+/// use lazyxla::{nn, Tensor};
+/// let logits = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+/// let target = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+/// let l = nn::binary_cross_entropy_with_logits(&logits, &target).item::<f32>().unwrap();
+/// assert!((l - std::f32::consts::LN_2).abs() < 1e-6);
+/// ```
 #[track_caller]
 pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor) -> Tensor {
     let t = target.to_dtype(logits.dtype());
@@ -51,12 +66,27 @@ pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor) -> Ten
 }
 
 /// Smooth L1 (Huber with `beta = 1`).
+///
+/// ```
+/// use lazyxla::{nn, Tensor};
+/// let p = Tensor::from_vec(vec![0.5f32, 3.0], &[2]).unwrap();
+/// let t = Tensor::zeros(&[2], lazyxla::DType::F32);
+/// // 0.5 * 0.5^2 and 3 - 0.5, averaged
+/// assert_eq!(nn::smooth_l1_loss(&p, &t).item::<f32>().unwrap(), (0.125 + 2.5) / 2.0);
+/// ```
 #[track_caller]
 pub fn smooth_l1_loss(pred: &Tensor, target: &Tensor) -> Tensor {
     smooth_l1_loss_beta(pred, target, 1.0)
 }
 
 /// Smooth L1: `0.5·d²/beta` where `|d| < beta`, else `|d| - beta/2`.
+///
+/// ```
+/// use lazyxla::{nn, Tensor};
+/// let p = Tensor::from_vec(vec![3.0f32], &[1]).unwrap();
+/// let t = Tensor::zeros(&[1], lazyxla::DType::F32);
+/// assert_eq!(nn::smooth_l1_loss_beta(&p, &t, 2.0).item::<f32>().unwrap(), 2.0);
+/// ```
 #[track_caller]
 pub fn smooth_l1_loss_beta(pred: &Tensor, target: &Tensor, beta: f64) -> Tensor {
     let d = (pred - target).abs();

@@ -214,24 +214,44 @@ fn named(name: &str, t: &Tensor) -> (String, Tensor) {
 }
 
 /// `max(x, 0)`.
+///
+/// ```
+/// let x = lazyxla::Tensor::from_vec(vec![-1.0f32, 2.0], &[2]).unwrap();
+/// assert_eq!(lazyxla::nn::relu(&x).to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
+/// ```
 #[track_caller]
 pub fn relu(x: &Tensor) -> Tensor {
     x.relu()
 }
 
 /// GELU (exact, erf form).
+///
+/// ```
+/// let x = lazyxla::Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+/// assert!(lazyxla::nn::gelu(&x).item::<f32>().unwrap().abs() < 1e-6);
+/// ```
 #[track_caller]
 pub fn gelu(x: &Tensor) -> Tensor {
     x.gelu()
 }
 
 /// Logistic sigmoid.
+///
+/// ```
+/// let x = lazyxla::Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+/// assert!((lazyxla::nn::sigmoid(&x).item::<f32>().unwrap() - 0.5).abs() < 1e-6);
+/// ```
 #[track_caller]
 pub fn sigmoid(x: &Tensor) -> Tensor {
     x.sigmoid()
 }
 
 /// Hyperbolic tangent.
+///
+/// ```
+/// let x = lazyxla::Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+/// assert!(lazyxla::nn::tanh(&x).item::<f32>().unwrap().abs() < 1e-6);
+/// ```
 #[track_caller]
 pub fn tanh(x: &Tensor) -> Tensor {
     x.tanh()

@@ -79,6 +79,7 @@ fn per_channel(t: &Tensor, rank: usize) -> Tensor {
 /// let z = bn.forward(&x).to_vec::<f32>().unwrap(); // (x - 0.2) / sqrt(1.1 + 1e-5)
 /// assert!((z[0] - 0.8 / (1.1f32 + 1e-5).sqrt()).abs() < 1e-5);
 /// ```
+#[derive(Debug)]
 pub struct BatchNorm2d {
     /// `[C]`, ones.
     pub weight: Tensor,
@@ -102,6 +103,14 @@ impl BatchNorm2d {
     /// A layer over `channels` channels. Parameters and buffers are
     /// device data from the start, so the first step has the program of
     /// every later one.
+    ///
+    /// ```
+    /// use lazyxla::nn::{BatchNorm2d, Module};
+    /// let bn = BatchNorm2d::new(3);
+    /// assert!(bn.is_training());
+    /// let y = bn.forward(&lazyxla::Tensor::randn(&[2, 3, 4, 4], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 4, 4]);
+    /// ```
     #[track_caller]
     pub fn new(channels: usize) -> BatchNorm2d {
         BatchNorm2d {
@@ -118,6 +127,13 @@ impl BatchNorm2d {
     }
 
     /// True in training mode (batch statistics), false in evaluation.
+    ///
+    /// ```
+    /// use lazyxla::nn::{BatchNorm2d, Module};
+    /// let bn = BatchNorm2d::new(3);
+    /// bn.train(false);
+    /// assert!(!bn.is_training());
+    /// ```
     #[track_caller]
     pub fn is_training(&self) -> bool {
         self.training.load(Ordering::Relaxed)
@@ -240,6 +256,7 @@ impl Module for BatchNorm2d {
 /// let want = [-1.0 / s, 1.0 / s, -2.0 / (4.0f32 + 1e-5).sqrt(), 2.0 / (4.0f32 + 1e-5).sqrt()];
 /// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
 /// ```
+#[derive(Debug)]
 pub struct GroupNorm {
     /// `[C]`, ones.
     pub weight: Tensor,
@@ -254,6 +271,13 @@ pub struct GroupNorm {
 impl GroupNorm {
     /// `groups` groups over `channels` channels. Panics unless `groups`
     /// is at least 1 and divides `channels` (PyTorch raises there too).
+    ///
+    /// ```
+    /// use lazyxla::nn::{GroupNorm, Module};
+    /// let gn = GroupNorm::new(2, 4);
+    /// let y = gn.forward(&lazyxla::Tensor::randn(&[1, 4, 3, 3], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 4, 3, 3]);
+    /// ```
     #[track_caller]
     pub fn new(groups: usize, channels: usize) -> GroupNorm {
         if groups == 0 || !channels.is_multiple_of(groups) {
@@ -316,6 +340,7 @@ impl Module for GroupNorm {
 /// let y = norm.forward(&x).to_vec::<f32>().unwrap(); // rms = sqrt(12.5)
 /// assert!((y[0] - 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
 /// ```
+#[derive(Debug)]
 pub struct RmsNorm {
     /// `[dim]`, ones.
     pub weight: Tensor,
@@ -326,6 +351,12 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     /// A layer over a last dim of size `dim`.
+    ///
+    /// ```
+    /// use lazyxla::nn::{Module, RmsNorm};
+    /// let y = RmsNorm::new(8).forward(&lazyxla::Tensor::randn(&[2, 8], 0));
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 8]);
+    /// ```
     #[track_caller]
     pub fn new(dim: usize) -> RmsNorm {
         RmsNorm {

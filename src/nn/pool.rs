@@ -22,6 +22,13 @@ macro_rules! window_pool {
 
         impl $name {
             /// A layer with stride = kernel and no padding.
+            ///
+            /// ```
+            #[doc = concat!("use lazyxla::nn::{", stringify!($name), ", Module};")]
+            /// let x = lazyxla::Tensor::ones(&[1, 1, 4, 4], lazyxla::DType::F32);
+            #[doc = concat!("let y = ", stringify!($name), "::new((2, 2)).forward(&x);")]
+            /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 2, 2]);
+            /// ```
             #[track_caller]
             pub fn new(kernel: (usize, usize)) -> $name {
                 $name {
@@ -32,6 +39,13 @@ macro_rules! window_pool {
             }
 
             /// Sets the stride.
+            ///
+            /// ```
+            #[doc = concat!("use lazyxla::nn::{", stringify!($name), ", Module};")]
+            /// let x = lazyxla::Tensor::ones(&[1, 1, 5, 5], lazyxla::DType::F32);
+            #[doc = concat!("let y = ", stringify!($name), "::new((3, 3)).stride((1, 1)).forward(&x);")]
+            /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 3, 3]);
+            /// ```
             #[track_caller]
             pub fn stride(mut self, stride: (usize, usize)) -> $name {
                 self.stride = stride;
@@ -39,6 +53,13 @@ macro_rules! window_pool {
             }
 
             /// Sets the padding.
+            ///
+            /// ```
+            #[doc = concat!("use lazyxla::nn::{", stringify!($name), ", Module};")]
+            /// let x = lazyxla::Tensor::ones(&[1, 1, 4, 4], lazyxla::DType::F32);
+            #[doc = concat!("let y = ", stringify!($name), "::new((3, 3)).stride((1, 1)).padding((1, 1)).forward(&x);")]
+            /// assert_eq!(y.concrete_shape().unwrap(), vec![1, 1, 4, 4]);
+            /// ```
             #[track_caller]
             pub fn padding(mut self, padding: (usize, usize)) -> $name {
                 self.padding = padding;
@@ -100,6 +121,13 @@ pub struct AdaptiveAvgPool2d {
 
 impl AdaptiveAvgPool2d {
     /// A layer pooling to `output`.
+    ///
+    /// ```
+    /// use lazyxla::nn::{AdaptiveAvgPool2d, Module};
+    /// let x = lazyxla::Tensor::ones(&[2, 3, 5, 5], lazyxla::DType::F32);
+    /// let y = AdaptiveAvgPool2d::new((1, 1)).forward(&x);
+    /// assert_eq!(y.concrete_shape().unwrap(), vec![2, 3, 1, 1]);
+    /// ```
     #[track_caller]
     pub fn new(output: (usize, usize)) -> AdaptiveAvgPool2d {
         AdaptiveAvgPool2d { output }

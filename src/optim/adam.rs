@@ -8,6 +8,7 @@ use crate::tensor::Tensor;
 use crate::{no_grad, Result};
 
 /// Adam (`decoupled = false`) and AdamW (`decoupled = true`).
+#[derive(Debug)]
 struct AdamCore {
     params: Vec<Tensor>,
     lr: LearningRate,
@@ -161,6 +162,7 @@ macro_rules! adam_optimizer {
 /// opt.step(); // the first step moves by lr·sign(g)
 /// assert!((w.item::<f32>().unwrap() - 0.9).abs() < 1e-6);
 /// ```
+#[derive(Debug)]
 pub struct Adam(AdamCore);
 
 impl Adam {
@@ -217,6 +219,7 @@ adam_optimizer!(Adam);
 /// opt.step();
 /// assert!((w.item::<f32>().unwrap() - 0.9).abs() < 1e-6);
 /// ```
+#[derive(Debug)]
 pub struct AdamW(AdamCore);
 
 impl AdamW {

@@ -265,6 +265,18 @@ pub struct LinearWarmup {
     epoch: usize,
 }
 
+impl std::fmt::Debug for LinearWarmup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinearWarmup")
+            .field("base_lr", &self.base_lr)
+            .field("start_factor", &self.start_factor)
+            .field("warmup", &self.warmup)
+            .field("followed_by_another", &self.after.is_some())
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
 impl LinearWarmup {
     /// Warms `opt`'s current rate up from `start_factor` times it over
     /// `warmup` epochs, then keeps it. `start_factor` must lie in (0, 1],

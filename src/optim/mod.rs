@@ -199,6 +199,7 @@ fn zeros_like_data(p: &Tensor) -> Tensor {
 /// The learning rate: on the host for [`Optimizer::lr`], and as a device
 /// scalar that the update reads, so a new rate is new data, not a new
 /// program.
+#[derive(Debug)]
 struct LearningRate {
     value: f64,
     tensor: Tensor,

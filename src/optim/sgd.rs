@@ -19,6 +19,7 @@ use crate::{no_grad, Result};
 /// opt.step();
 /// assert_eq!(opt.state_dict().len(), 2);
 /// ```
+#[derive(Debug)]
 pub struct Sgd {
     params: Vec<Tensor>,
     lr: LearningRate,

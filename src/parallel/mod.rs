@@ -69,6 +69,7 @@ use crate::{Error, Result};
 
 /// How [`DataParallel`] combines the replicas' gradients (and losses).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GradientAverage {
     /// Each replica's gradient weighted by its share of the batch's rows
     /// (dim 0 of the first batch tensor): exactly the full batch's
@@ -96,6 +97,7 @@ pub enum GradientAverage {
 /// A per-replica dynamic zone (`nonzero`, `masked_select` on a shard)
 /// works inside the step: what is reduced, the parameters' gradients, is
 /// static. See the [module docs](self) for an example.
+#[derive(Debug)]
 pub struct DataParallel {
     device: Device,
     average: GradientAverage,
@@ -391,6 +393,7 @@ type StepFn<'a> = Box<dyn FnMut(&[Tensor]) -> Vec<Tensor> + 'a>;
 
 /// A [`DataParallel`] training step, captured: see
 /// [`DataParallel::train_step`].
+#[derive(Debug)]
 pub struct TrainStep<'a> {
     dp: &'a DataParallel,
     step: CapturedStep<StepFn<'a>>,

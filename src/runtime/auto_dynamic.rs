@@ -62,6 +62,10 @@ pub fn set_automatic_dynamic(on: bool) {
 }
 
 /// Whether automatic dynamic dims are on (see [`set_automatic_dynamic`]).
+///
+/// ```
+/// println!("automatic dynamic: {}", lazyxla::automatic_dynamic());
+/// ```
 pub fn automatic_dynamic() -> bool {
     if ON.load(Ordering::Relaxed) == 0 {
         let on = std::env::var("LAZYXLA_AUTOMATIC_DYNAMIC").is_ok_and(|v| v == "1");

@@ -70,17 +70,34 @@ impl SizeBuckets {
     }
 
     /// The smallest bucket.
+    ///
+    /// ```
+    /// let b = lazyxla::SizeBuckets::powers_of_two(16, 256).unwrap();
+    /// assert_eq!(b.min(), 16);
+    /// ```
     pub fn min(&self) -> usize {
         self.min
     }
 
     /// The largest bucket.
+    ///
+    /// ```
+    /// let b = lazyxla::SizeBuckets::powers_of_two(16, 200).unwrap();
+    /// assert_eq!(b.max(), 200);
+    /// assert_eq!(b.bucket(150), Some(200));
+    /// ```
     pub fn max(&self) -> usize {
         self.max
     }
 
     /// The smallest bucket that holds a size of `n`, or `None` above the
     /// largest.
+    ///
+    /// ```
+    /// let b = lazyxla::SizeBuckets::powers_of_two(16, 256).unwrap();
+    /// assert_eq!(b.bucket(17), Some(32));
+    /// assert_eq!(b.bucket(257), None);
+    /// ```
     pub fn bucket(&self, n: usize) -> Option<usize> {
         if n > self.max {
             return None;
@@ -163,6 +180,10 @@ pub fn set_size_buckets(buckets: Option<SizeBuckets>) {
 }
 
 /// The buckets [`set_size_buckets`] set, if they are on.
+///
+/// ```
+/// assert_eq!(lazyxla::size_buckets(), None); // off unless set
+/// ```
 pub fn size_buckets() -> Option<SizeBuckets> {
     init_from_env();
     if !ON.load(Ordering::Acquire) {

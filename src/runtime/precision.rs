@@ -73,6 +73,10 @@ pub fn set_float32_matmul_precision(precision: &str) -> Result<()> {
 
 /// The level [`set_float32_matmul_precision`] set: `"highest"`, `"high"`
 /// or `"medium"`.
+///
+/// ```
+/// assert_eq!(lazyxla::float32_matmul_precision(), "highest");
+/// ```
 pub fn float32_matmul_precision() -> &'static str {
     level().1
 }

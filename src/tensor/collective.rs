@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 /// How [`Tensor::all_reduce`] combines the replicas' values.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ReduceOp {
     /// The sum.
     Sum,
@@ -24,6 +25,12 @@ pub enum ReduceOp {
 impl Tensor {
     /// How many replicas hold this tensor: its device's
     /// [`replica_count`](Device::replica_count).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.replica_count(), 1); // not inside a replicated program
+    /// ```
     #[track_caller]
     pub fn replica_count(&self) -> usize {
         self.device().replica_count()
@@ -112,12 +119,21 @@ impl Tensor {
 
     /// The index of the replica computing it, an I64 scalar on the default
     /// device (0 on a device that is not replicated).
+    ///
+    /// ```
+    /// assert_eq!(lazyxla::Tensor::replica_id().item::<i64>().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn replica_id() -> Tensor {
         Tensor::replica_id_on(&Device::default())
     }
 
     /// [`Tensor::replica_id`] on `device`.
+    ///
+    /// ```
+    /// let id = lazyxla::Tensor::replica_id_on(&lazyxla::Device::reference());
+    /// assert_eq!(id.item::<i64>().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn replica_id_on(device: &Device) -> Tensor {
         Tensor::try_apply_on(Op::ReplicaId, &[], SmallVec::new(), device)

@@ -30,8 +30,10 @@ use std::sync::Arc;
 /// `i32`), or one known only when the program runs (a dynamic
 /// [`SymInt`], or an integer scalar tensor). A count below 1 runs the
 /// body never.
+#[derive(Debug)]
 pub struct TripCount(Trip);
 
+#[derive(Debug)]
 enum Trip {
     Static(i64),
     Tensor(Tensor),

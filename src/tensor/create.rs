@@ -30,6 +30,13 @@ impl Tensor {
     }
 
     /// [`from_vec`](Tensor::from_vec) on a chosen device.
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let t = Tensor::from_vec_on(vec![1.0f32, 2.0], &[2], &Device::reference()).unwrap();
+    /// assert_eq!(t.device().name(), Device::reference().name());
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn from_vec_on<T: Element>(
         data: Vec<T>,
@@ -58,6 +65,12 @@ impl Tensor {
     }
 
     /// [`from_slice`](Tensor::from_slice) on a chosen device.
+    ///
+    /// ```
+    /// use lazyxla::{Device, Tensor};
+    /// let t = Tensor::from_slice_on(&[1i32, 2, 3], &[3], &Device::reference()).unwrap();
+    /// assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+    /// ```
     #[track_caller]
     pub fn from_slice_on<T: Element>(
         data: &[T],
@@ -72,6 +85,13 @@ impl Tensor {
 
     /// A tensor of rank 0 holding `v` (device data, so changing `v` between
     /// steps does not recompile).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let s = lazyxla::Tensor::scalar(2.5f32);
+    /// assert_eq!(s.rank(), 0);
+    /// assert_eq!(s.item::<f32>().unwrap(), 2.5);
+    /// ```
     #[track_caller]
     pub fn scalar<T: Element>(v: T) -> Tensor {
         Tensor::from_vec(vec![v], &[]).expect("one element fits shape []")
@@ -103,6 +123,11 @@ impl Tensor {
     }
 
     /// A tensor of `shape` filled with `value` (recorded, not uploaded).
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// assert_eq!(Tensor::full(&[2, 2], 7.0, DType::F32).to_vec::<f32>().unwrap(), vec![7.0; 4]);
+    /// ```
     #[track_caller]
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
         let exprs = static_shape(shape);
@@ -110,12 +135,22 @@ impl Tensor {
     }
 
     /// Zeros.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// assert_eq!(Tensor::zeros(&[3], DType::I64).to_vec::<i64>().unwrap(), vec![0, 0, 0]);
+    /// ```
     #[track_caller]
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 0.0, dtype)
     }
 
     /// Ones.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// assert_eq!(Tensor::ones(&[2], DType::F32).to_vec::<f32>().unwrap(), vec![1.0, 1.0]);
+    /// ```
     #[track_caller]
     pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full(shape, 1.0, dtype)
@@ -194,12 +229,24 @@ impl Tensor {
 
     /// A tensor of this tensor's shape (dynamic dims included), dtype and
     /// device, filled with `value`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.full_like(3.0).to_vec::<f32>().unwrap(), vec![3.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn full_like(&self, value: f64) -> Tensor {
         self.full_like_dtype(value, self.dtype())
     }
 
     /// Like [`full_like`](Tensor::full_like) with another dtype.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.full_like_dtype(1.0, DType::I64).to_vec::<i64>().unwrap(), vec![1, 1]);
+    /// ```
     #[track_caller]
     pub fn full_like_dtype(&self, value: f64, dtype: DType) -> Tensor {
         let node = self.node();
@@ -208,12 +255,24 @@ impl Tensor {
     }
 
     /// Zeros shaped like this tensor.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.zeros_like().to_vec::<f32>().unwrap(), vec![0.0, 0.0]);
+    /// ```
     #[track_caller]
     pub fn zeros_like(&self) -> Tensor {
         self.full_like(0.0)
     }
 
     /// Ones shaped like this tensor.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.ones_like().to_vec::<f32>().unwrap(), vec![1.0, 1.0]);
+    /// ```
     #[track_caller]
     pub fn ones_like(&self) -> Tensor {
         self.full_like(1.0)
@@ -271,6 +330,11 @@ impl Tensor {
     }
 
     /// `[0, 1, .., end-1]` as I64.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// assert_eq!(Tensor::arange(4).to_vec::<i64>().unwrap(), vec![0, 1, 2, 3]);
+    /// ```
     #[track_caller]
     pub fn arange(end: i64) -> Tensor {
         Tensor::arange_sym(&SymInt::from(end.max(0)))
@@ -278,6 +342,15 @@ impl Tensor {
 
     /// `[0, 1, .., n-1]` as I64 where `n` may be a dynamic size; the result
     /// is dynamic with `n`'s bound.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // dynamic: <=3
+    /// let r = Tensor::arange_sym(&n);
+    /// assert_eq!(r.size(0).to_string(), "<=3");
+    /// assert_eq!(r.to_vec::<i64>().unwrap(), vec![0, 1]);
+    /// ```
     #[track_caller]
     pub fn arange_sym(n: &SymInt) -> Tensor {
         let checks = super::guard::non_negative_checks("arange_sym", std::slice::from_ref(&n.expr))
@@ -301,6 +374,13 @@ impl Tensor {
     /// Uniform random F32 values in `[0, 1)` from a seeded generator
     /// (generated on the host and uploaded; the same seed gives the same
     /// values on every backend).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let r = Tensor::rand(&[100], 7).to_vec::<f32>().unwrap();
+    /// assert!(r.iter().all(|&x| (0.0..1.0).contains(&x)));
+    /// assert_eq!(r, Tensor::rand(&[100], 7).to_vec::<f32>().unwrap());
+    /// ```
     #[track_caller]
     pub fn rand(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);
@@ -308,6 +388,13 @@ impl Tensor {
     }
 
     /// Standard normal F32 values from a seeded generator (Box-Muller).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let r = Tensor::randn(&[2, 3], 7);
+    /// assert_eq!(r.concrete_shape().unwrap(), vec![2, 3]);
+    /// assert_eq!(r.to_vec::<f32>().unwrap(), Tensor::randn(&[2, 3], 7).to_vec::<f32>().unwrap());
+    /// ```
     #[track_caller]
     pub fn randn(shape: &[usize], seed: u64) -> Tensor {
         let mut g = SplitMix64(seed);

@@ -69,6 +69,14 @@ impl Tensor {
 
     /// The elements where `mask` (broadcast with `self`) is true, in
     /// row-major order: shape `[<=numel]`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let picked = x.masked_select(&x.gt_scalar(0.5));
+    /// assert_eq!(picked.shape_string(), "[<=3]");
+    /// assert_eq!(picked.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn masked_select(&self, mask: &Tensor) -> Tensor {
         let m = if mask.dtype() == DType::Bool {
@@ -87,6 +95,12 @@ impl Tensor {
     }
 
     /// The sorted distinct values of all elements: shape `[<=numel]`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![3i64, 1, 3, 2], &[4]).unwrap();
+    /// assert_eq!(x.unique().to_vec::<i64>().unwrap(), vec![1, 2, 3]);
+    /// ```
     #[track_caller]
     pub fn unique(&self) -> Tensor {
         let flat = if self.rank() == 1 {
@@ -99,6 +113,14 @@ impl Tensor {
 
     /// The sorted distinct values and how often each occurs (I64), both of
     /// the same dynamic size.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![3i64, 1, 3], &[3]).unwrap();
+    /// let (values, counts) = x.unique_with_counts();
+    /// assert_eq!(values.to_vec::<i64>().unwrap(), vec![1, 3]);
+    /// assert_eq!(counts.to_vec::<i64>().unwrap(), vec![1, 2]);
+    /// ```
     #[track_caller]
     pub fn unique_with_counts(&self) -> (Tensor, Tensor) {
         let flat = if self.rank() == 1 {
@@ -133,6 +155,12 @@ impl Tensor {
 
     /// [`mark_dynamic`](Tensor::mark_dynamic) returning an error instead of
     /// panicking.
+    ///
+    /// ```
+    /// let x = lazyxla::Tensor::ones(&[5, 2], lazyxla::DType::F32);
+    /// assert_eq!(x.try_mark_dynamic(0, 8).unwrap().shape_string(), "[<=8, 2]");
+    /// assert!(x.try_mark_dynamic(0, 4).is_err()); // 5 rows do not fit 4
+    /// ```
     #[track_caller]
     pub fn try_mark_dynamic(
         &self,
@@ -296,6 +324,15 @@ impl Tensor {
 
     /// A static tensor of the bound shape: the real elements, then `fill`.
     /// The way out of a dynamic zone for ops that need static shapes.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let picked = x.masked_select(&x.gt_scalar(0.5)); // [<=3]
+    /// let padded = picked.pad_to_bound(-1.0);
+    /// assert!(!padded.is_dynamic());
+    /// assert_eq!(padded.to_vec::<f32>().unwrap(), vec![1.0, 2.0, -1.0]);
+    /// ```
     #[track_caller]
     pub fn pad_to_bound(&self, fill: f64) -> Tensor {
         if !self.is_dynamic() {

@@ -122,6 +122,14 @@ impl Tensor {
     }
 
     /// This tensor converted to `dtype` (no op when it already is).
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let i = x.to_dtype(DType::I64);
+    /// assert_eq!(i.dtype(), DType::I64);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 2]);
+    /// ```
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
@@ -225,68 +233,160 @@ impl Tensor {
     }
 
     /// `self + other` with broadcasting and promotion.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.add(&b).to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+    /// assert_eq!((&a + &b).to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+    /// ```
     #[track_caller]
     pub fn add(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Add, Rhs::Tensor(other))
     }
     /// `self - other`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.sub(&b).to_vec::<f32>().unwrap(), vec![-1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn sub(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Sub, Rhs::Tensor(other))
     }
     /// `self * other`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.mul(&b).to_vec::<f32>().unwrap(), vec![2.0, 8.0]);
+    /// ```
     #[track_caller]
     pub fn mul(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Mul, Rhs::Tensor(other))
     }
     /// `self / other` (true division: integers give F32, as in PyTorch).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.div(&b).to_vec::<f32>().unwrap(), vec![0.5, 2.0]);
+    /// ```
     #[track_caller]
     pub fn div(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Div, Rhs::Tensor(other))
     }
     /// Elementwise maximum.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.maximum(&b).to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    /// ```
     #[track_caller]
     pub fn maximum(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Tensor(other))
     }
     /// Elementwise minimum.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.minimum(&b).to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn minimum(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Min, Rhs::Tensor(other))
     }
     /// `self ** other` elementwise (float).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![2.0f32, 3.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![3.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.pow_tensor(&b).to_vec::<f32>().unwrap(), vec![8.0, 9.0]);
+    /// ```
     #[track_caller]
     pub fn pow_tensor(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Pow, Rhs::Tensor(other))
     }
     /// Remainder with the sign of the divisor (PyTorch's `remainder`).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![5.0f32, 7.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![3.0f32, 3.0], &[2]).unwrap();
+    /// assert_eq!(a.remainder(&b).to_vec::<f32>().unwrap(), vec![2.0, 1.0]);
+    /// ```
     #[track_caller]
     pub fn remainder(&self, other: &Tensor) -> Tensor {
         self.binary(BinaryOp::Rem, Rhs::Tensor(other))
     }
 
     /// `self + v`; a Rust number does not widen a tensor's float type.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.add_scalar(1.0).to_vec::<f32>().unwrap(), vec![2.0, 5.0]);
+    /// ```
     #[track_caller]
     pub fn add_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Add, Rhs::Scalar(v, DType::F64))
     }
     /// `self - v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.sub_scalar(1.0).to_vec::<f32>().unwrap(), vec![0.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn sub_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Sub, Rhs::Scalar(v, DType::F64))
     }
     /// `self * v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.mul_scalar(3.0).to_vec::<f32>().unwrap(), vec![3.0, 12.0]);
+    /// ```
     #[track_caller]
     pub fn mul_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Mul, Rhs::Scalar(v, DType::F64))
     }
     /// `self / v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.div_scalar(2.0).to_vec::<f32>().unwrap(), vec![0.5, 2.0]);
+    /// ```
     #[track_caller]
     pub fn div_scalar(&self, v: f64) -> Tensor {
         self.binary(BinaryOp::Div, Rhs::Scalar(v, DType::F64))
     }
     /// `v - self` (promoted first, so a bool tensor is subtracted, not
     /// negated).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.rsub_scalar(10.0).to_vec::<f32>().unwrap(), vec![9.0, 6.0]);
+    /// ```
     #[track_caller]
     pub fn rsub_scalar(&self, v: f64) -> Tensor {
         self.reversed(BinaryOp::Sub, v, DType::F64)
@@ -302,11 +402,24 @@ impl Tensor {
         self.record_on_device(Op::Binary(op), [b, a])
     }
     /// `self ** e` (float).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.pow(2.0).to_vec::<f32>().unwrap(), vec![1.0, 16.0]);
+    /// ```
     #[track_caller]
     pub fn pow(&self, e: f64) -> Tensor {
         self.binary(BinaryOp::Pow, Rhs::Scalar(e, DType::F64))
     }
     /// Clamps every element to `[lo, hi]`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 0.5, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.clamp(0.0, 1.0).to_vec::<f32>().unwrap(), vec![0.0, 0.5, 1.0]);
+    /// ```
     #[track_caller]
     pub fn clamp(&self, lo: f64, hi: f64) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Scalar(lo, DType::F64))
@@ -314,76 +427,167 @@ impl Tensor {
     }
 
     /// `-self`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 4.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(a.neg().to_vec::<f32>().unwrap(), vec![-1.0, -4.0]);
+    /// ```
     #[track_caller]
     pub fn neg(&self) -> Tensor {
         self.unary(UnaryOp::Neg)
     }
     /// `|self|`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.abs().to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn abs(&self) -> Tensor {
         self.unary(UnaryOp::Abs)
     }
     /// `e^self`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.exp().item::<f32>().unwrap() - 1.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn exp(&self) -> Tensor {
         self.unary(UnaryOp::Exp)
     }
     /// Natural logarithm.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+    /// assert!((x.log().item::<f32>().unwrap() - 0.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn log(&self) -> Tensor {
         self.unary(UnaryOp::Log)
     }
     /// Square root.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![4.0f32, 9.0], &[2]).unwrap();
+    /// assert_eq!(x.sqrt().to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn sqrt(&self) -> Tensor {
         self.unary(UnaryOp::Sqrt)
     }
     /// `1 / sqrt(self)`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![4.0f32], &[1]).unwrap();
+    /// assert!((x.rsqrt().item::<f32>().unwrap() - 0.5).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn rsqrt(&self) -> Tensor {
         self.unary(UnaryOp::Rsqrt)
     }
     /// Hyperbolic tangent.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.tanh().item::<f32>().unwrap() - 0.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn tanh(&self) -> Tensor {
         self.unary(UnaryOp::Tanh)
     }
     /// Logistic sigmoid.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.sigmoid().item::<f32>().unwrap() - 0.5).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn sigmoid(&self) -> Tensor {
         self.unary(UnaryOp::Sigmoid)
     }
     /// Error function.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.erf().item::<f32>().unwrap() - 0.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn erf(&self) -> Tensor {
         self.unary(UnaryOp::Erf)
     }
     /// Rounds down.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.5f32, -1.5], &[2]).unwrap();
+    /// assert_eq!(x.floor().to_vec::<f32>().unwrap(), vec![1.0, -2.0]);
+    /// ```
     #[track_caller]
     pub fn floor(&self) -> Tensor {
         self.unary(UnaryOp::Floor)
     }
     /// -1, 0 or 1.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-3.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.sign().to_vec::<f32>().unwrap(), vec![-1.0, 0.0, 1.0]);
+    /// ```
     #[track_caller]
     pub fn sign(&self) -> Tensor {
         self.unary(UnaryOp::Sign)
     }
     /// Sine.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.sin().item::<f32>().unwrap() - 0.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn sin(&self) -> Tensor {
         self.unary(UnaryOp::Sin)
     }
     /// Cosine.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.cos().item::<f32>().unwrap() - 1.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn cos(&self) -> Tensor {
         self.unary(UnaryOp::Cos)
     }
     /// `max(self, 0)`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.relu().to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn relu(&self) -> Tensor {
         self.binary(BinaryOp::Max, Rhs::Scalar(0.0, DType::I64))
     }
     /// GELU, exact form `x/2 * (1 + erf(x/sqrt(2)))` (PyTorch's default).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    /// assert!((x.gelu().item::<f32>().unwrap() - 0.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn gelu(&self) -> Tensor {
         let x = self.unary_float();
@@ -413,6 +617,12 @@ impl Tensor {
         x.mul(&inner.tanh().add_scalar(1.0)).mul_scalar(0.5)
     }
     /// Square.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-3.0f32], &[1]).unwrap();
+    /// assert_eq!(x.square().to_vec::<f32>().unwrap(), vec![9.0]);
+    /// ```
     #[track_caller]
     pub fn square(&self) -> Tensor {
         self.mul(self)
@@ -429,60 +639,138 @@ impl Tensor {
     }
 
     /// Elementwise `==` (Bool).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.eq(&b).to_vec::<bool>().unwrap(), vec![false, true, false]);
+    /// ```
     pub fn eq(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Eq, Rhs::Tensor(other))
     }
     /// Elementwise `!=`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.ne(&b).to_vec::<bool>().unwrap(), vec![true, false, true]);
+    /// ```
     #[track_caller]
     pub fn ne(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Ne, Rhs::Tensor(other))
     }
     /// Elementwise `<`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.lt(&b).to_vec::<bool>().unwrap(), vec![true, false, false]);
+    /// ```
     #[track_caller]
     pub fn lt(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Lt, Rhs::Tensor(other))
     }
     /// Elementwise `<=`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.le(&b).to_vec::<bool>().unwrap(), vec![true, true, false]);
+    /// ```
     #[track_caller]
     pub fn le(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Le, Rhs::Tensor(other))
     }
     /// Elementwise `>`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.gt(&b).to_vec::<bool>().unwrap(), vec![false, false, true]);
+    /// ```
     #[track_caller]
     pub fn gt(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Gt, Rhs::Tensor(other))
     }
     /// Elementwise `>=`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![2.0f32, 2.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(a.ge(&b).to_vec::<bool>().unwrap(), vec![false, true, true]);
+    /// ```
     #[track_caller]
     pub fn ge(&self, other: &Tensor) -> Tensor {
         self.compare(CmpOp::Ge, Rhs::Tensor(other))
     }
     /// `self == v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.eq_scalar(2.0).to_vec::<bool>().unwrap(), vec![false, true, false]);
+    /// ```
     #[track_caller]
     pub fn eq_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Eq, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self != v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.ne_scalar(2.0).to_vec::<bool>().unwrap(), vec![true, false, true]);
+    /// ```
     #[track_caller]
     pub fn ne_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Ne, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self < v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.lt_scalar(2.0).to_vec::<bool>().unwrap(), vec![true, false, false]);
+    /// ```
     #[track_caller]
     pub fn lt_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Lt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self <= v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.le_scalar(2.0).to_vec::<bool>().unwrap(), vec![true, true, false]);
+    /// ```
     #[track_caller]
     pub fn le_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Le, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self > v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.gt_scalar(2.0).to_vec::<bool>().unwrap(), vec![false, false, true]);
+    /// ```
     #[track_caller]
     pub fn gt_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Gt, Rhs::Scalar(v, scalar_cmp_dtype(v)))
     }
     /// `self >= v`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(a.ge_scalar(2.0).to_vec::<bool>().unwrap(), vec![false, true, true]);
+    /// ```
     #[track_caller]
     pub fn ge_scalar(&self, v: f64) -> Tensor {
         self.compare(CmpOp::Ge, Rhs::Scalar(v, scalar_cmp_dtype(v)))
@@ -498,18 +786,38 @@ impl Tensor {
         }
     }
     /// Logical and (nonzero is true).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 0.0, 1.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![1.0f32, 1.0, 0.0], &[3]).unwrap();
+    /// assert_eq!(a.logical_and(&b).to_vec::<bool>().unwrap(), vec![true, false, false]);
+    /// ```
     #[track_caller]
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
         self.to_bool()
             .binary(BinaryOp::And, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical or.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 0.0, 0.0], &[3]).unwrap();
+    /// let b = Tensor::from_vec(vec![0.0f32, 1.0, 0.0], &[3]).unwrap();
+    /// assert_eq!(a.logical_or(&b).to_vec::<bool>().unwrap(), vec![true, true, false]);
+    /// ```
     #[track_caller]
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
         self.to_bool()
             .binary(BinaryOp::Or, Rhs::Tensor(&other.to_bool()))
     }
     /// Logical not.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 0.0], &[2]).unwrap();
+    /// assert_eq!(a.logical_not().to_vec::<bool>().unwrap(), vec![false, true]);
+    /// ```
     #[track_caller]
     pub fn logical_not(&self) -> Tensor {
         self.to_bool().unary(UnaryOp::Not)
@@ -517,6 +825,12 @@ impl Tensor {
 
     /// `on_true` where `self` is true (nonzero), else `on_false`; all three
     /// broadcast together, the branches promote together.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0f32, 2.0], &[2]).unwrap();
+    /// assert_eq!(x.gt_scalar(0.0).where_cond(&x, &x.zeros_like()).to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Tensor {
         let c = self.to_bool();

@@ -9,6 +9,13 @@ use smallvec::SmallVec;
 impl Tensor {
     /// Slices along `dim` at the positions in the 1-D integer `index`
     /// (which may be dynamic, e.g. from `nonzero`).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], &[3]).unwrap();
+    /// let i = Tensor::from_vec(vec![2i64, 0], &[2]).unwrap();
+    /// assert_eq!(x.index_select(0, &i).to_vec::<f32>().unwrap(), vec![30.0, 10.0]);
+    /// ```
     #[track_caller]
     pub fn index_select(&self, dim: impl DimIndex, index: &Tensor) -> Tensor {
         let d = dim.resolve("index_select", &self.shape_exprs());
@@ -19,6 +26,13 @@ impl Tensor {
     /// `index` has the input's rank; outside `dim` its sizes are at most
     /// the input's (equal where a size is dynamic). The result has the
     /// index's shape.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let i = Tensor::from_vec(vec![1i64, 0], &[2, 1]).unwrap();
+    /// assert_eq!(x.gather(1, &i).to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn gather(&self, dim: impl DimIndex, index: &Tensor) -> Tensor {
         let d = dim.resolve("gather", &self.shape_exprs());
@@ -26,6 +40,14 @@ impl Tensor {
     }
 
     /// `self` with slice `k` of `src` added at `index[k]` along `dim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::zeros(&[3], lazyxla::DType::F32);
+    /// let i = Tensor::from_vec(vec![0i64, 0, 2], &[3]).unwrap();
+    /// let src = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// assert_eq!(x.index_add(0, &i, &src).to_vec::<f32>().unwrap(), vec![3.0, 0.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn index_add(&self, dim: impl DimIndex, index: &Tensor, src: &Tensor) -> Tensor {
         let d = dim.resolve("index_add", &self.shape_exprs());
@@ -103,6 +125,14 @@ impl Tensor {
 
     /// `self` with its true-`mask` positions (row-major) replaced by the
     /// elements of the 1-D `src`, in order.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::zeros(&[4], lazyxla::DType::F32);
+    /// let mask = Tensor::from_vec(vec![true, false, true, false], &[4]).unwrap();
+    /// let src = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0], &[4]).unwrap();
+    /// assert_eq!(x.masked_scatter(&mask, &src).to_vec::<f32>().unwrap(), vec![5.0, 0.0, 6.0, 0.0]);
+    /// ```
     #[track_caller]
     pub fn masked_scatter(&self, mask: &Tensor, src: &Tensor) -> Tensor {
         Tensor::apply(
@@ -113,6 +143,12 @@ impl Tensor {
     }
 
     /// Softmax along `dim` (stable: the maximum is subtracted first).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32, 0.0], &[2]).unwrap();
+    /// assert_eq!(x.softmax(0).to_vec::<f32>().unwrap(), vec![0.5, 0.5]);
+    /// ```
     #[track_caller]
     pub fn softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("softmax", &self.shape_exprs());
@@ -129,6 +165,13 @@ impl Tensor {
     }
 
     /// Log of softmax along `dim`, computed stably.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    /// let total: f32 = x.log_softmax(0).exp().to_vec::<f32>().unwrap().iter().sum();
+    /// assert!((total - 1.0).abs() < 1e-6);
+    /// ```
     #[track_caller]
     pub fn log_softmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("log_softmax", &self.shape_exprs());

@@ -271,18 +271,34 @@ impl Tensor {
     }
 
     /// The device the tensor lives on.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+    /// println!("on {}", x.device().name());
+    /// ```
     #[track_caller]
     pub fn device(&self) -> &Device {
         &self.inner.device
     }
 
     /// The element type.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// assert_eq!(Tensor::arange(3).dtype(), DType::I64);
+    /// ```
     #[track_caller]
     pub fn dtype(&self) -> DType {
         self.inner.dtype
     }
 
     /// The number of dimensions.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// assert_eq!(Tensor::arange(6).reshape(&[2, 3]).rank(), 2);
+    /// ```
     #[track_caller]
     pub fn rank(&self) -> usize {
         self.inner.rank
@@ -291,6 +307,15 @@ impl Tensor {
     /// The size of dimension `dim`: static, or dynamic with a bound.
     ///
     /// Panics when `dim` is out of range.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let nz = x.nonzero();
+    /// assert_eq!(nz.size(0).to_string(), "<=3");
+    /// assert_eq!(nz.size(-1), 1.into());
+    /// assert_eq!(nz.size(0).materialize().unwrap(), 2);
+    /// ```
     #[track_caller]
     pub fn size(&self, dim: impl DimIndex) -> SymInt {
         self.apply_buckets();
@@ -300,6 +325,13 @@ impl Tensor {
     }
 
     /// All sizes.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let s: Vec<String> = x.nonzero().sizes().iter().map(|s| s.to_string()).collect();
+    /// assert_eq!(s, ["<=3", "1"]);
+    /// ```
     #[track_caller]
     pub fn sizes(&self) -> Vec<SymInt> {
         self.apply_buckets();
@@ -308,6 +340,12 @@ impl Tensor {
     }
 
     /// The static upper bound of every dimension.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.nonzero().upper_bounds(), vec![3, 1]);
+    /// ```
     #[track_caller]
     pub fn upper_bounds(&self) -> Vec<usize> {
         self.apply_buckets();
@@ -315,12 +353,25 @@ impl Tensor {
     }
 
     /// True when some dimension's size depends on data.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert!(!x.is_dynamic());
+    /// assert!(x.nonzero().is_dynamic());
+    /// ```
     #[track_caller]
     pub fn is_dynamic(&self) -> bool {
         self.node().is_dynamic()
     }
 
     /// The shape with bounds as text, e.g. `[<=5, 2]`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// assert_eq!(x.nonzero().shape_string(), "[<=3, 1]");
+    /// ```
     #[track_caller]
     pub fn shape_string(&self) -> String {
         self.apply_buckets();

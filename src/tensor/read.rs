@@ -75,6 +75,12 @@ impl Tensor {
 
     /// The elements in row-major order (a dynamic tensor gives its real
     /// elements only). `T` must be the tensor's dtype.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!((&x * 2).to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
+    /// ```
     #[track_caller]
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         crate::tensor::at_site("to_vec", || {
@@ -83,6 +89,14 @@ impl Tensor {
     }
 
     /// The value as an ndarray of the real shape.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let a = x.to_ndarray::<f32>().unwrap();
+    /// assert_eq!(a.shape(), &[2, 2]);
+    /// assert_eq!(a[&[1, 0][..]], 3.0);
+    /// ```
     #[track_caller]
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
         crate::tensor::at_site("to_ndarray", || {
@@ -105,6 +119,12 @@ impl Tensor {
     }
 
     /// The single element of a tensor with one element.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.sum().item::<f32>().unwrap(), 10.0);
+    /// ```
     #[track_caller]
     pub fn item<T: Element>(&self) -> Result<T> {
         crate::tensor::at_site("item", || {
@@ -126,6 +146,14 @@ impl Tensor {
     /// The real sizes, materialising dynamic ones (counts
     /// `SizeMaterialization` once per call that has to run or read
     /// anything).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let nz = x.nonzero();
+    /// assert_eq!(nz.shape_string(), "[<=3, 1]");
+    /// assert_eq!(nz.concrete_shape().unwrap(), vec![2, 1]);
+    /// ```
     #[track_caller]
     pub fn concrete_shape(&self) -> Result<Vec<usize>> {
         crate::tensor::at_site("concrete_shape", || {

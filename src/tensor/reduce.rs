@@ -93,12 +93,25 @@ impl Tensor {
     }
 
     /// The sum of all elements (bool and i32 sum to i64, as in PyTorch).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.sum().item::<f32>().unwrap(), 10.0);
+    /// ```
     #[track_caller]
     pub fn sum(&self) -> Tensor {
         self.reduce(ReduceKind::Sum, (0..self.rank()).collect(), false)
     }
 
     /// The sum over `dims`, keeping them as size 1 when `keepdim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.sum_dims(&[0], false).to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+    /// assert_eq!(x.sum_dims(&[1], true).concrete_shape().unwrap(), vec![2, 1]);
+    /// ```
     #[track_caller]
     pub fn sum_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("sum_dims", dims);
@@ -106,6 +119,12 @@ impl Tensor {
     }
 
     /// The mean of all elements (integers give F32).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.mean().item::<f32>().unwrap(), 2.5);
+    /// ```
     #[track_caller]
     pub fn mean(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
@@ -114,6 +133,12 @@ impl Tensor {
 
     /// The mean over `dims`. Over a dynamic dimension it divides by the real
     /// size, not the bound.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.mean_dims(&[1], false).to_vec::<f32>().unwrap(), vec![1.5, 3.5]);
+    /// ```
     #[track_caller]
     pub fn mean_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("mean_dims", dims);
@@ -211,6 +236,12 @@ impl Tensor {
     }
 
     /// The largest element.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.max().item::<f32>().unwrap(), 4.0);
+    /// ```
     #[track_caller]
     pub fn max(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
@@ -219,6 +250,12 @@ impl Tensor {
     }
 
     /// The largest elements over `dims`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.max_dims(&[0], false).to_vec::<f32>().unwrap(), vec![3.0, 4.0]);
+    /// ```
     #[track_caller]
     pub fn max_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("max_dims", dims);
@@ -227,6 +264,12 @@ impl Tensor {
     }
 
     /// The smallest element.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.min().item::<f32>().unwrap(), 1.0);
+    /// ```
     #[track_caller]
     pub fn min(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
@@ -235,6 +278,12 @@ impl Tensor {
     }
 
     /// The smallest elements over `dims`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.min_dims(&[1], false).to_vec::<f32>().unwrap(), vec![1.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn min_dims<D: DimIndex>(&self, dims: &[D], keepdim: bool) -> Tensor {
         let ds = self.resolve_dims("min_dims", dims);
@@ -243,6 +292,12 @@ impl Tensor {
     }
 
     /// The index (I64) of the first largest element along `dim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 7.0, 2.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.argmax(1).to_vec::<i64>().unwrap(), vec![1, 0]);
+    /// ```
     #[track_caller]
     pub fn argmax(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmax", &self.shape_exprs());
@@ -258,6 +313,12 @@ impl Tensor {
     }
 
     /// The index (I64) of the first smallest element along `dim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 7.0, 2.0], &[2, 2]).unwrap();
+    /// assert_eq!(x.argmin(1).to_vec::<i64>().unwrap(), vec![0, 1]);
+    /// ```
     #[track_caller]
     pub fn argmin(&self, dim: impl DimIndex) -> Tensor {
         let d = dim.resolve("argmin", &self.shape_exprs());

@@ -18,6 +18,12 @@ impl Tensor {
     ///
     /// A dynamic tensor can be reshaped when the element counts are equal as
     /// expressions and the result has at most one dynamic dimension.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(6);
+    /// assert_eq!(x.reshape(&[3, -1]).concrete_shape().unwrap(), vec![3, 2]);
+    /// ```
     #[track_caller]
     pub fn reshape(&self, shape: &[i64]) -> Tensor {
         let input = self.shape_exprs();
@@ -198,12 +204,24 @@ impl Tensor {
     }
 
     /// All elements in one dimension.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[2, 3]);
+    /// assert_eq!(x.flatten().concrete_shape().unwrap(), vec![6]);
+    /// ```
     #[track_caller]
     pub fn flatten(&self) -> Tensor {
         self.reshape(&[-1])
     }
 
     /// Dimensions reordered: output dim `i` is input dim `perm[i]`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[1, 2, 3]);
+    /// assert_eq!(x.permute(&[2, 0, 1]).concrete_shape().unwrap(), vec![3, 1, 2]);
+    /// ```
     #[track_caller]
     pub fn permute<D: DimIndex>(&self, perm: &[D]) -> Tensor {
         let shape = self.shape_exprs();
@@ -233,6 +251,12 @@ impl Tensor {
     }
 
     /// Dimensions `d0` and `d1` swapped.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[2, 3]);
+    /// assert_eq!(x.transpose(0, 1).to_vec::<i64>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
+    /// ```
     #[track_caller]
     pub fn transpose(&self, d0: impl DimIndex, d1: impl DimIndex) -> Tensor {
         let shape = self.shape_exprs();
@@ -246,6 +270,13 @@ impl Tensor {
     }
 
     /// A size-1 dimension inserted at `dim` (in `0..=rank`).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(3);
+    /// assert_eq!(x.unsqueeze(0).concrete_shape().unwrap(), vec![1, 3]);
+    /// assert_eq!(x.unsqueeze(-1).concrete_shape().unwrap(), vec![3, 1]);
+    /// ```
     #[track_caller]
     pub fn unsqueeze(&self, dim: impl DimIndex) -> Tensor {
         let mut shape = self.shape_exprs();
@@ -256,6 +287,12 @@ impl Tensor {
 
     /// Dimension `dim` removed if its size is 1; otherwise the tensor is
     /// returned unchanged (as in PyTorch; a dynamic dim is never removed).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::arange(3).reshape(&[1, 3]);
+    /// assert_eq!(x.squeeze(0).concrete_shape().unwrap(), vec![3]);
+    /// ```
     #[track_caller]
     pub fn squeeze(&self, dim: impl DimIndex) -> Tensor {
         let mut shape = self.shape_exprs();
@@ -270,6 +307,13 @@ impl Tensor {
     /// This tensor repeated along size-1 dims to `sizes` (right-aligned,
     /// new leading dims allowed). A size of `-1` keeps the dim; sizes may be
     /// dynamic.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]).unwrap();
+    /// let y = x.expand(&[3.into(), 2.into()]);
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+    /// ```
     #[track_caller]
     pub fn expand(&self, sizes: &[SymInt]) -> Tensor {
         let input = self.shape_exprs();
@@ -334,6 +378,13 @@ impl Tensor {
 
     /// Tensors joined along `dim` (dtypes promote; other dims must match).
     /// Along a dynamic dim the size is the sum of the sizes.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![3.0f32], &[1]).unwrap();
+    /// assert_eq!(Tensor::cat(&[&a, &b], 0).to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+    /// ```
     #[track_caller]
     pub fn cat(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
         let first = tensors
@@ -376,6 +427,15 @@ impl Tensor {
     }
 
     /// Tensors of one shape stacked along a new dimension `dim`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let b = Tensor::from_vec(vec![3.0f32, 4.0], &[2]).unwrap();
+    /// let s = Tensor::stack(&[&a, &b], 0);
+    /// assert_eq!(s.concrete_shape().unwrap(), vec![2, 2]);
+    /// assert_eq!(s.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    /// ```
     #[track_caller]
     pub fn stack(tensors: &[&Tensor], dim: impl DimIndex) -> Tensor {
         let first = tensors

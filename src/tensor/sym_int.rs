@@ -63,24 +63,54 @@ impl SymInt {
     }
 
     /// True when the size depends on data.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert!(n.is_dynamic());
+    /// assert!(!x.size(0).is_dynamic());
+    /// ```
     #[track_caller]
     pub fn is_dynamic(&self) -> bool {
         self.expr.as_const().is_none()
     }
 
     /// The value when the size is static.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.as_static(), None);
+    /// assert_eq!(x.size(0).as_static(), Some(3));
+    /// ```
     #[track_caller]
     pub fn as_static(&self) -> Option<i64> {
         self.expr.as_const()
     }
 
     /// The largest value the size can take.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.upper_bound(), 3);
+    /// ```
     #[track_caller]
     pub fn upper_bound(&self) -> i64 {
         self.expr.hi()
     }
 
     /// The smallest value the size can take.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.lower_bound(), 0);
+    /// ```
     #[track_caller]
     pub fn lower_bound(&self) -> i64 {
         self.expr.lo()
@@ -89,6 +119,13 @@ impl SymInt {
     /// The real value: runs what it needs (only the sizes, not the tensors),
     /// counts `SizeMaterialization`, and caches the answer so that asking
     /// again runs nothing.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.materialize().unwrap(), 2);
+    /// ```
     #[track_caller]
     pub fn materialize(&self) -> Result<i64> {
         crate::tensor::at_site("materialize", || {
@@ -108,6 +145,14 @@ impl SymInt {
     }
 
     /// Floor division, as Python's `//`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.div_floor(2).upper_bound(), 1);
+    /// assert_eq!(n.div_floor(2).materialize().unwrap(), 1);
+    /// ```
     #[track_caller]
     pub fn div_floor(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
@@ -115,6 +160,13 @@ impl SymInt {
     }
 
     /// Remainder with the sign of the divisor, as Python's `%`.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.rem(2).materialize().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn rem(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
@@ -122,6 +174,14 @@ impl SymInt {
     }
 
     /// The smaller of two sizes.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.min(1).materialize().unwrap(), 1);
+    /// assert_eq!(n.min(1).upper_bound(), 1);
+    /// ```
     #[track_caller]
     pub fn min(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
@@ -129,6 +189,14 @@ impl SymInt {
     }
 
     /// The larger of two sizes.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// assert_eq!(n.max(1).lower_bound(), 1);
+    /// assert_eq!(n.max(1).materialize().unwrap(), 2);
+    /// ```
     #[track_caller]
     pub fn max(&self, other: impl Into<SymInt>) -> SymInt {
         let o = other.into();
@@ -137,6 +205,14 @@ impl SymInt {
 
     /// The size expression with bounds, e.g. `s3 + 1 in [1, 6]` (for
     /// messages; variable names are process-wide ids).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+    /// let n = x.nonzero().size(0); // data-dependent: <=3
+    /// println!("{}", n.describe()); // e.g. `s3 in [0, 3]`
+    /// assert_eq!(x.size(0).describe(), "3");
+    /// ```
     #[track_caller]
     pub fn describe(&self) -> String {
         if let Some(c) = self.as_static() {

@@ -1,11 +1,13 @@
 //! Finding a PJRT plugin on the machine.
 //!
 //! Order: `LAZYXLA_PJRT_PLUGIN=/path/plugin.so` alone when set; otherwise
-//! the package directories of the Python environments on the machine
-//! (`LAZYXLA_PJRT_PATH` first, then the site-packages that `python3`
-//! reports, then the usual per-user and system locations), each searched for
-//! the files that pip installs. Python is never required: it is asked once,
-//! with a timeout, only to learn where its packages are.
+//! package directories, each searched for the files that pip installs:
+//! `LAZYXLA_PJRT_PATH` first, then the plugins that `install_plugin` put
+//! in the per-user cache ([`plugin_cache_dir`]), then the Python
+//! environments on the machine (the site-packages that `python3` reports,
+//! then the usual per-user and system locations). Python is never
+//! required: it is asked once, with a timeout, only to learn where its
+//! packages are.
 //!
 //! Among the plugins found: TPU before CUDA before CPU, and among CPU
 //! plugins the newer XLA first (`lammps-jax-pjrt-cpu`, jaxlib 0.11.2's XLA,
@@ -51,7 +53,7 @@ impl Kind {
 /// XLA's CPU plugin as jaxlib 0.11.2 builds it (C API 0.115); its compiler
 /// runs lazyxla's step programs 10-25% faster than the XLA of
 /// `xla-cpu-pjrt` 0.0.1 (C API 0.81), which stays supported and tested
-/// (`benches/README.md`, "Current figures").
+/// (benches/README.md, "Plugins").
 pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
     (Kind::Tpu, "libtpu/libtpu.so"),
     (Kind::Cuda, "jax_plugins/xla_cuda13/xla_cuda_plugin.so"),
@@ -60,8 +62,62 @@ pub(crate) const PLUGIN_FILES: &[(Kind, &str)] = &[
     (Kind::Cpu, "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"),
 ];
 
-/// The one command that installs the CPU plugin.
-pub(crate) const INSTALL_HINT: &str = "python3 -m pip install xla-cpu-pjrt";
+/// The one command that installs the CPU plugin (from lazyxla's source
+/// directory), and its Python equivalent.
+pub(crate) const INSTALL_HINT: &str = "`cargo run --release --example install_plugin` once, in lazyxla's source directory (or `python3 -m pip install --no-deps lammps-jax-pjrt-cpu`)";
+
+/// The per-user directory where `install_plugin` puts plugins, each in a
+/// directory of its own laid out as pip would (`<dist>-<version>/...`):
+/// `$XDG_CACHE_HOME/lazyxla/plugins` when `XDG_CACHE_HOME` is set (to an
+/// absolute path), else `~/Library/Caches/lazyxla/plugins` on macOS,
+/// `%LOCALAPPDATA%\lazyxla\plugins` on Windows and
+/// `~/.cache/lazyxla/plugins` elsewhere. `None` without a home directory.
+pub(crate) fn plugin_cache_dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    cache_dir_for(
+        std::env::consts::OS,
+        var("XDG_CACHE_HOME"),
+        var("HOME"),
+        var("LOCALAPPDATA"),
+    )
+}
+
+/// [`plugin_cache_dir`] for the operating system `os` (as
+/// `std::env::consts::OS` names it) and the given variables.
+fn cache_dir_for(
+    os: &str,
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+    local_app_data: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    // The XDG base directory specification ignores a relative path.
+    let base = match xdg_cache_home.map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x,
+        _ => match os {
+            "macos" => PathBuf::from(home?).join("Library").join("Caches"),
+            "windows" => PathBuf::from(local_app_data?),
+            _ => PathBuf::from(home?).join(".cache"),
+        },
+    };
+    Some(base.join("lazyxla").join("plugins"))
+}
+
+/// The installed plugins' directories under `cache` (one per plugin and
+/// version), by name; directories whose name starts with `.` are
+/// installs in progress, not searched.
+fn cache_package_dirs(cache: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
 
 /// The outcome of a search: the candidates found, in preference order, and
 /// every directory looked in (for the error message).
@@ -80,6 +136,9 @@ pub(crate) fn package_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(extra) = std::env::var_os("LAZYXLA_PJRT_PATH") {
         dirs.extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
+    }
+    if let Some(cache) = plugin_cache_dir() {
+        dirs.extend(cache_package_dirs(&cache));
     }
     for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some(prefix) = std::env::var_os(var) {
@@ -214,6 +273,10 @@ fn plugins_in(dirs: &[PathBuf], wanted: Option<Kind>) -> Vec<(Kind, PathBuf)> {
 
 /// The message for "no plugin found": where it looked and how to install one.
 pub(crate) fn not_found_message(s: &Search) -> String {
+    let cache = plugin_cache_dir().map_or_else(
+        || "(no home directory, so no plugin cache)".to_string(),
+        |d| format!("{} (install_plugin's cache)", d.display()),
+    );
     let mut m = String::from("no PJRT plugin found");
     if let Some(k) = s.wanted {
         m.push_str(&format!(" for PJRT_DEVICE={}", k.name()));
@@ -227,19 +290,13 @@ pub(crate) fn not_found_message(s: &Search) -> String {
             .join(", "),
     );
     m.push_str(" in: ");
-    if s.looked_in.is_empty() {
-        m.push_str("(no Python package directories found)");
-    } else {
-        m.push_str(
-            &s.looked_in
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
+    m.push_str(&cache);
+    for p in &s.looked_in {
+        m.push_str(", ");
+        m.push_str(&p.display().to_string());
     }
     m.push_str(&format!(
-        ". Install the CPU plugin with `{INSTALL_HINT}` (or `pip install --target DIR xla-cpu-pjrt` and set LAZYXLA_PJRT_PATH=DIR; `lammps-jax-pjrt-cpu`, a newer XLA, is faster and preferred when installed), or point LAZYXLA_PJRT_PLUGIN at a plugin .so"
+        ". Install the CPU plugin with {INSTALL_HINT}, or point LAZYXLA_PJRT_PLUGIN at a plugin .so (LAZYXLA_PJRT_PATH=DIR adds a directory that holds plugins as pip installs them)"
     ));
     m
 }
@@ -271,6 +328,58 @@ mod tests {
             vec![(Kind::Cpu, old)]
         );
         assert!(plugins_in(&[a, b], Some(Kind::Cuda)).is_empty());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_plugin_cache_follows_each_platforms_convention() {
+        let s = |v: &str| Some(std::ffi::OsString::from(v));
+        let p = |v: &str| Some(PathBuf::from(v));
+        // XDG_CACHE_HOME wins on every platform when absolute.
+        assert_eq!(
+            cache_dir_for("linux", s("/x"), s("/home/u"), None),
+            p("/x/lazyxla/plugins")
+        );
+        assert_eq!(
+            cache_dir_for("macos", s("/x"), s("/Users/u"), None),
+            p("/x/lazyxla/plugins")
+        );
+        // A relative one is ignored, as the XDG specification says.
+        assert_eq!(
+            cache_dir_for("linux", s("rel"), s("/home/u"), None),
+            p("/home/u/.cache/lazyxla/plugins")
+        );
+        assert_eq!(
+            cache_dir_for("macos", None, s("/Users/u"), None),
+            p("/Users/u/Library/Caches/lazyxla/plugins")
+        );
+        assert_eq!(
+            cache_dir_for("windows", None, None, s("/appdata")),
+            p("/appdata/lazyxla/plugins")
+        );
+        assert_eq!(cache_dir_for("linux", None, None, None), None);
+    }
+
+    #[test]
+    fn installed_plugins_are_found_and_installs_in_progress_are_not() {
+        let root = std::env::temp_dir().join(format!("lazyxla-cache-{}", std::process::id()));
+        let so = "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
+        for dir in [
+            "lammps-jax-pjrt-cpu-0.11.2",
+            ".partial-lammps-jax-pjrt-cpu-0.11.2-7",
+        ] {
+            let p = root.join(dir).join(so);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"").unwrap();
+        }
+        std::fs::write(root.join("a-file"), b"").unwrap();
+        let dirs = cache_package_dirs(&root);
+        assert_eq!(dirs, vec![root.join("lammps-jax-pjrt-cpu-0.11.2")]);
+        assert_eq!(
+            plugins_in(&dirs, None),
+            vec![(Kind::Cpu, root.join("lammps-jax-pjrt-cpu-0.11.2").join(so))]
+        );
+        assert!(cache_package_dirs(&root.join("missing")).is_empty());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -63,6 +63,12 @@ pub fn set_compilation_cache_dir(dir: impl AsRef<Path>) -> Result<()> {
 }
 
 /// The directory of the persistent compilation cache, if one is set.
+///
+/// ```
+/// if let Some(dir) = lazyxla::compilation_cache_dir() {
+///     println!("compiled programs are kept in {}", dir.display());
+/// }
+/// ```
 pub fn compilation_cache_dir() -> Option<PathBuf> {
     FROM_ENV.get_or_init(|| {
         if let Some(d) = std::env::var_os("LAZYXLA_CACHE_DIR").filter(|d| !d.is_empty()) {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// One recorded execution: the executable, copies of its argument buffers,
 /// and which buffers it read and wrote.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct RecordedExecution {
     /// The compiled program.
     pub exe: Arc<Executable>,
@@ -33,10 +33,10 @@ pub struct RecordedExecution {
 }
 
 /// Switches recording on and off and returns what was recorded.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Recorder(Arc<State>);
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct State {
     on: AtomicBool,
     /// The last two executions, oldest first.

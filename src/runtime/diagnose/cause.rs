@@ -8,7 +8,7 @@ use std::panic::Location;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-/// Why a program compiled (one entry of [`compile_log`]).
+/// Why a program compiled (one entry of [`compile_log`](crate::debug::compile_log)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum CompileCause {
@@ -109,6 +109,7 @@ impl fmt::Display for CompileCause {
 
 /// One compile: its cause, where, how big, how long.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CompileEntry {
     /// Why it compiled.
     pub cause: CompileCause,

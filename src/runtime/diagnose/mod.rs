@@ -153,6 +153,12 @@ fn warn(st: &mut State, text: String) {
 
 /// The warnings given so far (a graph that grows from program to
 /// program), oldest first.
+///
+/// ```
+/// for w in lazyxla::debug::warnings() {
+///     println!("{w}");
+/// }
+/// ```
 pub fn warnings() -> Vec<String> {
     STATE.lock().warnings.iter().cloned().collect()
 }
@@ -198,6 +204,16 @@ extern "C" fn summary_at_exit() {
 }
 
 /// The compiles so far (at most the last 1024), oldest first.
+///
+/// ```
+/// use lazyxla::{debug, mark_step, Tensor};
+/// let y = Tensor::from_vec(vec![1.0f32], &[1]).unwrap().exp();
+/// mark_step().unwrap();
+/// for entry in debug::compile_log() {
+///     println!("{}: {:?}", entry.site, entry.cause);
+/// }
+/// drop(y);
+/// ```
 pub fn compile_log() -> Vec<CompileEntry> {
     STATE.lock().log.iter().cloned().collect()
 }

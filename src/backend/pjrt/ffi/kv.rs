@@ -46,6 +46,7 @@ pub trait KeyValueStore: Send + Sync {
 
 /// A [`KeyValueStore`] failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KvError {
     /// The key is not there (in time).
     NotFound(String),
