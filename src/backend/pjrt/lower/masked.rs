@@ -186,7 +186,8 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         | Op::AllReduce { .. }
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }
-        | Op::ReplicaId => false,
+        | Op::ReplicaId
+        | Op::Sharding(_) => false,
     }
 }
 
