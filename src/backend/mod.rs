@@ -169,6 +169,13 @@ pub(crate) trait Backend: Send + Sync {
         1
     }
 
+    /// How many partitions run each program: `n` for an SPMD backend
+    /// (one program split over its `n` devices by the values'
+    /// shardings, `crate::sharding`), else 1.
+    fn partitions(&self) -> usize {
+        1
+    }
+
     /// Uploads one host array per replica (`hosts.len() == replicas()`),
     /// each into a buffer of shape `bound`.
     fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {

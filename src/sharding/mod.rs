@@ -227,6 +227,49 @@ impl Mesh {
     }
 }
 
+/// `t`'s value (read whole to the host) as data on `device` split by
+/// `sharding`: each device of the mesh receives only its piece.
+#[track_caller]
+fn split_data(t: &Tensor, device: &Device, sharding: &Arc<Sharding>) -> Result<Tensor> {
+    let node = t.node();
+    if node.shape.iter().any(|e| e.as_const().is_none()) {
+        return Err(Error::invalid(
+            "mark_sharding",
+            format!(
+                "the computed value of shape {} has dynamic sizes; shard it while it is pending (a constraint in its program), or mark it static first",
+                t.shape_string()
+            ),
+        ));
+    }
+    let host = crate::tensor::at_site("mark_sharding", || t.to_host())?;
+    let bounds: Vec<usize> = host.shape().to_vec();
+    let buffer = match sharding.is_replicated() {
+        true => device.backend().upload(&host, &bounds)?,
+        false => device.backend().upload_sharded(&host, sharding)?,
+    };
+    crate::metrics::inc(crate::metrics::Counter::TransferToDevice);
+    let sizes = smallvec::smallvec![None; bounds.len()];
+    let data = DeviceData::on_device(device.clone(), buffer, sizes, bounds.into());
+    Ok(Tensor::data(device, t.dtype(), node.shape.clone(), data))
+}
+
+/// Splits `t` in place as `like`'s data is split, when both are on one
+/// SPMD device and `like` is split (optimizer state created for a
+/// sharded parameter, see `parallel::fully_shard`); otherwise leaves it.
+#[track_caller]
+pub(crate) fn split_like(t: &Tensor, like: &Tensor) -> Result<()> {
+    let Some(s) = crate::runtime::device_data::of(&like.node()).and_then(DeviceData::sharding)
+    else {
+        return Ok(());
+    };
+    if !t.device().same(like.device()) || t.sharding().as_ref() == Some(&*s) {
+        return Ok(());
+    }
+    let data = split_data(t, t.device(), &s)?;
+    t.restore_to(data.node());
+    Ok(())
+}
+
 impl std::fmt::Debug for Mesh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let axes: Vec<String> = self
@@ -245,8 +288,10 @@ impl Tensor {
     /// `mark_sharding`). Computed data is cut on the host and each mesh
     /// device receives only its piece; a pending value on the mesh's
     /// device becomes a sharding constraint inside its program (XLA
-    /// moves the data there). The result lives on [`Mesh::device`];
-    /// `self` is left as it was.
+    /// moves the data there). A tensor on the mesh's device is sharded
+    /// in place (every handle, a parameter's gradient flag included,
+    /// sees it) and returned; one on another device is left as it was,
+    /// and the result is a new tensor on [`Mesh::device`].
     ///
     /// # Errors
     ///
@@ -280,28 +325,20 @@ impl Tensor {
         }
         let sharding = Arc::new(mesh.sharding(spec)?);
         dynamic::check_split(&node.shape, &sharding)?;
-        if self.device().same(mesh.device()) && self.is_pending() {
+        let on_mesh = self.device().same(mesh.device());
+        if on_mesh && self.is_pending() {
             let op = crate::ir::Op::Sharding(sharding);
-            return Tensor::try_apply(op, &[self], smallvec::SmallVec::new());
+            let constrained = Tensor::try_apply(op, &[self], smallvec::SmallVec::new())?;
+            self.assign(&constrained);
+            return Ok(self.clone());
         }
-        if let Some(data) = crate::runtime::device_data::of(&node) {
-            if data.device.same(mesh.device()) && data.sharding().as_ref() == Some(&sharding) {
-                return Ok(self.clone());
-            }
+        let data = split_data(self, mesh.device(), &sharding)?;
+        if on_mesh {
+            // In place, as PyTorch/XLA's: every handle sees the pieces.
+            self.restore_to(data.node());
+            return Ok(self.clone());
         }
-        // Whole data, on any device: cut on the host, each piece uploaded
-        // to its device.
-        let host = crate::tensor::at_site("mark_sharding", || self.to_host())?;
-        let bounds: Vec<usize> = host.shape().to_vec();
-        let device = mesh.device();
-        let buffer = match sharding.is_replicated() {
-            true => device.backend().upload(&host, &bounds)?,
-            false => device.backend().upload_sharded(&host, &sharding)?,
-        };
-        crate::metrics::inc(crate::metrics::Counter::TransferToDevice);
-        let sizes = smallvec::smallvec![None; bounds.len()];
-        let data = DeviceData::on_device(device.clone(), buffer, sizes, bounds.into());
-        Ok(Tensor::data(device, self.dtype(), node.shape.clone(), data))
+        Ok(data)
     }
 
     /// How the tensor is split over a mesh: the sharding of its data, or

@@ -224,6 +224,13 @@ impl Backend for PjrtReplicas {
         }
     }
 
+    fn partitions(&self) -> usize {
+        match self.partitioned {
+            true => self.n(),
+            false => 1,
+        }
+    }
+
     fn donates(&self) -> bool {
         // A sharded program's aliased results would need their
         // parameters' shardings: not donated.

@@ -3,8 +3,7 @@
 //! what the same step computes on one device; a value keeps the sharding
 //! it was given (`Storage::Shards` with one part, the whole value), and a
 //! result is sharded where the program constrains it (`Op::Sharding`),
-//! else as the first split parameter of its shape, else whole (XLA may
-//! choose otherwise: it reads the same).
+//! whole elsewhere (XLA may choose otherwise: it reads the same).
 
 use super::{copy_buffer, err, eval, exec_inputs, exec_outputs, is_reference, read_size};
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
@@ -54,6 +53,10 @@ impl Backend for ReferenceSpmd {
         Some(self)
     }
 
+    fn partitions(&self) -> usize {
+        self.devices.len()
+    }
+
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         Ok(Arc::new(program.clone()))
     }
@@ -65,22 +68,14 @@ impl Backend for ReferenceSpmd {
         let (params, var_args) = exec_inputs(args, whole)?;
         let values = eval::run(program, params, &var_args)?;
         let mut out = exec_outputs(program, &values, &var_args)?;
-        // A result the program constrains keeps its sharding; another is
-        // split as the first split parameter of its shape (what XLA's
-        // propagation gives an update of a split value), else whole.
+        // A result the program constrains keeps its sharding (an update
+        // of a split value is constrained as it, `runtime::sync`).
         let mut at = 0;
         for &o in &program.outputs {
             let node = &program.nodes[o];
-            let like = || {
-                program.param_shardings.iter().find_map(|(k, s)| {
-                    let p = &program.nodes[program.params[*k]];
-                    (p.shape == node.shape && node.shape.iter().all(|e| e.as_const().is_some()))
-                        .then(|| s.clone())
-                })
-            };
             let sharding = match &node.op {
-                Op::Sharding(s) => Some(s.clone()),
-                _ => like(),
+                Op::Sharding(s) if !s.is_replicated() => Some(s.clone()),
+                _ => None,
             };
             if let (Some(s), Some(b)) = (sharding, out.get_mut(at)) {
                 if let Some(v) = b.take() {
