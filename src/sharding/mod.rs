@@ -297,7 +297,8 @@ impl Tensor {
     ///
     /// [`Error::InvalidArgument`] when `spec` has not one entry per dim
     /// (naming both counts), names an axis the mesh does not have, names
-    /// one axis twice, or splits a dynamic dim (see [`dynamic`]).
+    /// one axis twice, or has a computed value of dynamic sizes (split it
+    /// while pending; see [`dynamic`]).
     ///
     /// ```
     /// use lazyxla::{sharding::Mesh, Device, Tensor};
@@ -324,7 +325,6 @@ impl Tensor {
             ));
         }
         let sharding = Arc::new(mesh.sharding(spec)?);
-        dynamic::check_split(&node.shape, &sharding)?;
         let on_mesh = self.device().same(mesh.device());
         if on_mesh && self.is_pending() {
             let op = crate::ir::Op::Sharding(sharding);

@@ -35,6 +35,7 @@ fn ask_for_devices() {
             | "threads"
             | "sharding"
             | "sharding_models"
+            | "sharding_dynamic"
     ) {
         lazyxla::set_cpu_device_count(4).unwrap();
     }

@@ -304,9 +304,15 @@ impl Backend for PjrtReplicas {
                 Some(p) => format!(" (program dumped to {})", p.display()),
                 None => " (the program could not be dumped)".into(),
             };
+            let mut message = format!("{}{where_}", e.message);
+            if self.partitioned {
+                if let Some(why) = super::spmd::explain(program, &e.message) {
+                    message = format!("{why}; XLA said: {message}");
+                }
+            }
             Error::Compile {
                 backend: self.name.clone(),
-                message: format!("{}{where_}", e.message),
+                message,
             }
         })?;
         // With an assignment, slot r is replica r (measured); asked rather

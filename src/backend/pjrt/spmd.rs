@@ -248,6 +248,46 @@ pub(super) fn output_shardings(
         .collect()
 }
 
+/// What a failed compile of a sharded `program` means, when XLA's
+/// `message` is the one its dynamic padder gives for a split dynamic dim
+/// (measured on both CPU plugins, see `crate::sharding::dynamic`): the
+/// constraints that split one, by node, dim and bound.
+pub(super) fn explain(program: &crate::ir::program::Program, message: &str) -> Option<String> {
+    if !message.contains("Dynamic dimension propagation") {
+        return None;
+    }
+    let splits: Vec<String> = program
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match &n.op {
+            crate::ir::Op::Sharding(s) => Some((i, n, s)),
+            _ => None,
+        })
+        .flat_map(|(i, n, s)| {
+            n.shape
+                .iter()
+                .zip(s.tiles())
+                .enumerate()
+                .filter(|(_, (e, &t))| e.as_const().is_none() && t > 1)
+                .map(move |(d, (e, t))| {
+                    format!(
+                        "node {i} (mark_sharding) splits dim {d} of size <={} over {t} devices",
+                        e.hi()
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if splits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "a sharded program splits a dynamic dim that it packs (a nonzero or masked_select result that is read, sliced or indexed), which XLA's partitioner cannot split: {}; leave that dim whole",
+        splits.join(", ")
+    ))
+}
+
 /// Host data of shape `dims` (row-major bytes of `elt` bytes each) cut
 /// into device `p`'s piece: its block, zero-padded to the shard shape.
 pub(crate) fn piece(bytes: &[u8], dims: &[usize], s: &Sharding, p: usize, elt: usize) -> Vec<u8> {
