@@ -14,7 +14,10 @@
 //! shardings through the program and chooses its results' (read back
 //! from the compiled program), so the results of one step feed the next
 //! where they are, with no gather to the host; reading a sharded tensor
-//! assembles its pieces on the host.
+//! assembles its pieces on the host. A tensor updated in place
+//! (`assign`, an optimizer's step) keeps the placement of the value it
+//! replaces (its new value is constrained to it), so a parameter stays
+//! split as it was marked and the next step is the same program.
 //!
 //! The reference backend runs the unpartitioned program on whole values
 //! (the oracle of the differential tests); its results are sharded where
