@@ -98,7 +98,10 @@ impl DeviceBuffer {
         };
         if let Some(b) = parts {
             return b.get(r).ok_or_else(|| {
-                crate::error::Error::internal("shards", format!("piece {r} of a value in {}", b.len()))
+                crate::error::Error::internal(
+                    "shards",
+                    format!("piece {r} of a value in {}", b.len()),
+                )
             });
         }
         match &self.storage {

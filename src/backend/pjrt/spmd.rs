@@ -16,8 +16,8 @@
 //! `iota_reshape_dims` (9), `iota_transpose_perm` (10).
 
 use super::ffi::Executable;
-use crate::ir::sharding::Sharding;
 use crate::error::{Error, Result};
+use crate::ir::sharding::Sharding;
 use std::sync::Arc;
 
 /// One decoded protobuf field: its number and its value.

@@ -8,11 +8,11 @@
 use super::{copy_buffer, err, eval, exec_inputs, exec_outputs, is_reference, read_size};
 use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg};
 use crate::backend::{Shards, Storage};
+use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::program::Program;
 use crate::ir::sharding::Sharding;
 use crate::ir::Op;
-use crate::error::Result;
 use std::sync::Arc;
 
 /// An SPMD program over `devices` reference devices, run whole.
