@@ -1,7 +1,7 @@
 //! Devices: where tensors live and programs run.
 
 use crate::backend::pjrt::{discover, PjrtBackend, PjrtReplicas};
-use crate::backend::reference::{ReferenceBackend, ReferenceReplicas};
+use crate::backend::reference::{ReferenceBackend, ReferenceReplicas, ReferenceSpmd};
 use crate::backend::Backend;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -54,9 +54,12 @@ static DEFAULT: LazyLock<Device> = LazyLock::new(choose_default);
 static PJRT: LazyLock<Mutex<HashMap<PathBuf, Vec<Device>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-/// Replicated devices by the identities of their members, so that the
+/// The identities of a group's devices, and whether it is an SPMD one.
+type GroupKey = (Vec<usize>, bool);
+
+/// Replicated (and SPMD) devices by the identities of their members, so that the
 /// same devices give the same replicated device (and compiled programs).
-static REPLICATED: LazyLock<Mutex<HashMap<Vec<usize>, Device>>> =
+static REPLICATED: LazyLock<Mutex<HashMap<GroupKey, Device>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The plugin `Device::pjrt` tries first (see there).
@@ -537,7 +540,20 @@ impl Device {
     /// assert_eq!(total.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
     /// ```
     pub fn replicated(devices: &[Device]) -> crate::Result<Device> {
-        let invalid = |m: String| crate::Error::invalid("replicated", m);
+        Device::group(devices, false, "replicated")
+    }
+
+    /// The device of SPMD programs over `devices` (a mesh's, in order):
+    /// partition `p` runs on `devices[p]`, and a value on it is split
+    /// over them by its sharding (`crate::sharding`). The same devices
+    /// give the same device. Errors as [`Device::replicated`].
+    pub(crate) fn spmd(devices: &[Device], op: &'static str) -> crate::Result<Device> {
+        Device::group(devices, true, op)
+    }
+
+    /// A replicated (`partitioned` false) or SPMD device over `devices`.
+    fn group(devices: &[Device], partitioned: bool, op: &'static str) -> crate::Result<Device> {
+        let invalid = |m: String| crate::Error::invalid(op, m);
         let Some(first) = devices.first() else {
             return Err(invalid("no devices given; pass at least one".into()));
         };
@@ -566,8 +582,13 @@ impl Device {
             }
         }
         if distinct.len() != devices.len() {
+            let what = if partitioned {
+                "mesh positions"
+            } else {
+                "replicas"
+            };
             return Err(invalid(format!(
-                "{} replicas need {} distinct devices, but {} are distinct ({}); name each device once",
+                "{} {what} need {} distinct devices, but {} are distinct ({}); name each device once",
                 devices.len(),
                 devices.len(),
                 distinct.len(),
@@ -588,7 +609,10 @@ impl Device {
                 names()
             )));
         }
-        let key: Vec<usize> = devices.iter().map(Device::id).collect();
+        let key = (
+            devices.iter().map(Device::id).collect::<Vec<usize>>(),
+            partitioned,
+        );
         let mut cache = REPLICATED.lock();
         if let Some(d) = cache.get(&key) {
             return Ok(d.clone());
@@ -600,7 +624,11 @@ impl Device {
                     .position(|r| r.same(d))
                     .unwrap_or(0)
             };
-            Arc::new(ReferenceReplicas::new(devices.iter().map(index).collect()))
+            let indices = devices.iter().map(index).collect();
+            match partitioned {
+                true => Arc::new(ReferenceSpmd::new(indices)),
+                false => Arc::new(ReferenceReplicas::new(indices)),
+            }
         } else {
             let backends = devices
                 .iter()
@@ -611,7 +639,10 @@ impl Device {
                         .ok_or_else(|| invalid(format!("{} is not a PJRT device", d.name())))
                 })
                 .collect::<crate::Result<Vec<&PjrtBackend>>>()?;
-            Arc::new(PjrtReplicas::new(&backends)?)
+            match partitioned {
+                true => Arc::new(PjrtReplicas::partitioned(&backends)?),
+                false => Arc::new(PjrtReplicas::new(&backends)?),
+            }
         };
         let name = backend.name();
         let d = Device(Arc::new(DeviceInner {

@@ -84,6 +84,7 @@ pub mod optim;
 pub mod parallel;
 mod runtime;
 pub mod safetensors;
+pub mod sharding;
 pub mod vision;
 
 /// The names a training script uses, in one import:

@@ -25,6 +25,20 @@ pub(crate) enum Storage {
     /// One buffer per replica, on a replicated backend (see
     /// `Backend::replicas`): replica `r`'s is on the backend's device `r`.
     Replicas(Box<[DeviceBuffer]>),
+    /// A value split over the devices of an SPMD backend (see
+    /// `crate::sharding`): the sharding, and per device its piece
+    /// (the piece of partition `p` is `parts[p]`, padded to the shard
+    /// shape). The reference backend, which runs the unpartitioned
+    /// program, keeps one part: the whole value.
+    Shards(Box<Shards>),
+}
+
+/// A sharded value's pieces ([`Storage::Shards`]).
+pub(crate) struct Shards {
+    /// How the value is split.
+    pub sharding: std::sync::Arc<crate::ir::sharding::Sharding>,
+    /// The pieces, by partition (or the whole value, on the reference).
+    pub parts: Box<[DeviceBuffer]>,
 }
 
 /// A piece of device memory, owned: the device data or size cell holding
@@ -59,12 +73,37 @@ impl DeviceBuffer {
         match &self.storage {
             Storage::Pjrt(b) => Some(Ok(b)),
             Storage::PjrtPending(p) => Some(p.get()),
-            Storage::Reference(_) | Storage::ReferenceSize(_) | Storage::Replicas(_) => None,
+            Storage::Reference(_)
+            | Storage::ReferenceSize(_)
+            | Storage::Replicas(_)
+            | Storage::Shards(_) => None,
         }
     }
 
-    /// Replica `r`'s buffer of a replicated buffer.
+    /// The sharding of a value split over an SPMD backend's devices
+    /// (`None` for a whole value, replicated or on one device).
+    pub fn sharding(&self) -> Option<&std::sync::Arc<crate::ir::sharding::Sharding>> {
+        match &self.storage {
+            Storage::Shards(s) => Some(&s.sharding),
+            _ => None,
+        }
+    }
+
+    /// Replica `r`'s buffer of a replicated buffer (device `r`'s piece of
+    /// a sharded one).
     pub fn replica(&self, r: usize) -> crate::error::Result<&DeviceBuffer> {
+        let parts = match &self.storage {
+            Storage::Shards(s) => Some(&s.parts),
+            _ => None,
+        };
+        if let Some(b) = parts {
+            return b.get(r).ok_or_else(|| {
+                crate::error::Error::internal(
+                    "shards",
+                    format!("piece {r} of a value in {}", b.len()),
+                )
+            });
+        }
         match &self.storage {
             Storage::Replicas(b) => b.get(r).ok_or_else(|| {
                 crate::error::Error::internal(
@@ -95,6 +134,7 @@ impl std::fmt::Debug for DeviceBuffer {
             Storage::Pjrt(b) => write!(f, "{b:?}"),
             Storage::PjrtPending(b) => write!(f, "{b:?}"),
             Storage::Replicas(r) => f.debug_list().entries(r.iter()).finish(),
+            Storage::Shards(s) => write!(f, "Shards({}, {:?})", s.sharding, s.parts),
         }
     }
 }

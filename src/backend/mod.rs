@@ -9,7 +9,7 @@ pub(crate) mod cpu_dispatch;
 pub mod pjrt;
 pub(crate) mod reference;
 
-pub(crate) use buffer::{DeviceBuffer, Storage};
+pub(crate) use buffer::{DeviceBuffer, Shards, Storage};
 
 use crate::error::Result;
 use crate::host::HostArray;
@@ -169,6 +169,13 @@ pub(crate) trait Backend: Send + Sync {
         1
     }
 
+    /// How many partitions run each program: `n` for an SPMD backend
+    /// (one program split over its `n` devices by the values'
+    /// shardings, `crate::sharding`), else 1.
+    fn partitions(&self) -> usize {
+        1
+    }
+
     /// Uploads one host array per replica (`hosts.len() == replicas()`),
     /// each into a buffer of shape `bound`.
     fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {
@@ -188,6 +195,24 @@ pub(crate) trait Backend: Send + Sync {
         Err(crate::error::Error::internal(
             "upload",
             format!("{} sizes for a device that is not replicated", sizes.len()),
+        ))
+    }
+
+    /// Host data of a static shape split over an SPMD backend's devices
+    /// by `sharding` before the upload: each device receives only its
+    /// piece.
+    fn upload_sharded(
+        &self,
+        host: &HostArray,
+        sharding: &Arc<crate::ir::sharding::Sharding>,
+    ) -> Result<DeviceBuffer> {
+        let _ = host;
+        Err(crate::error::Error::internal(
+            "upload",
+            format!(
+                "a sharding of {} devices on a backend that is not SPMD",
+                sharding.device_count()
+            ),
         ))
     }
 

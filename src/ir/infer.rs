@@ -91,6 +91,21 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         Op::ReduceScatter { dim, replicas } => {
             super::collective::reduce_scatter(name, *dim, *replicas, inputs)
         }
+        Op::Sharding(s) => {
+            arity(1)?;
+            let x = &inputs[0];
+            if s.tiles().len() != x.shape.len() {
+                return Err(Error::invalid(
+                    name,
+                    format!(
+                        "a sharding of rank {} for a value of rank {}",
+                        s.tiles().len(),
+                        x.shape.len()
+                    ),
+                ));
+            }
+            Ok((x.dtype, x.shape.clone()))
+        }
         Op::ReplicaId => {
             arity(0)?;
             Ok((DType::I64, Shape::new()))

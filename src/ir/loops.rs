@@ -499,6 +499,7 @@ pub(crate) fn trace(
             // A loop's state is at its bounds.
             param_buffers: Vec::new(),
             output_buffers: Vec::new(),
+            param_shardings: Vec::new(),
         });
     }
     Ok(Traced {

@@ -12,6 +12,7 @@ pub mod op;
 pub(crate) mod print;
 pub(crate) mod program;
 pub(crate) mod random;
+pub(crate) mod sharding;
 pub(crate) mod size_source;
 pub(crate) mod window;
 

@@ -393,6 +393,10 @@ pub enum Op {
     /// No operands: the index of the replica running the program (an I64
     /// scalar; 0 on one device).
     ReplicaId,
+    /// One operand, unchanged: a sharding constraint of an SPMD program
+    /// (`Tensor::mark_sharding` on a pending value), lowered as XLA's
+    /// `Sharding` custom call. Outside an SPMD program, the operand.
+    Sharding(std::sync::Arc<super::sharding::Sharding>),
     // ----- control flow -----
     /// A device loop (see `ir::loops`): operands the initial carries, the
     /// trip count of a `fori_loop` given as a tensor, then the captured
@@ -451,6 +455,7 @@ impl Op {
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
             | Op::ReplicaId
+            | Op::Sharding(_)
             | Op::LoopResult { .. } => &[],
         }
     }
@@ -498,6 +503,7 @@ impl Op {
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
             | Op::ReplicaId
+            | Op::Sharding(_)
             | Op::LoopResult { .. } => &mut [],
         }
     }
@@ -547,6 +553,7 @@ impl Op {
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
             | Op::ReplicaId
+            | Op::Sharding(_)
             | Op::LoopResult { .. } => &[],
         }
     }
@@ -654,6 +661,7 @@ impl Op {
             Op::AllGather { .. } => "all_gather",
             Op::ReduceScatter { .. } => "reduce_scatter",
             Op::ReplicaId => "replica_id",
+            Op::Sharding(_) => "sharding",
             Op::While(l) => l.name(),
             Op::LoopResult { .. } => "loop_result",
         }

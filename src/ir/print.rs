@@ -124,6 +124,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
             format!("dim={dim} replicas={replicas}")
         }
         Op::ReplicaId => String::new(),
+        Op::Sharding(s) => s.hlo(),
         // A loop prints as a block (`Printer::loop_block`).
         Op::While(_) => String::new(),
         Op::LoopResult { index } => index.to_string(),

@@ -74,6 +74,11 @@ pub(crate) struct Program {
     /// position in `outputs`, sorted), with the buffers' static shape:
     /// bucketed results, padded after their bounds. Part of the key.
     pub output_buffers: Vec<(usize, Vec<usize>)>,
+    /// The parameters split over the devices of an SPMD backend (by
+    /// position in `params`, sorted), with their sharding; every other
+    /// parameter of an SPMD program is whole on every device. Part of
+    /// the key.
+    pub param_shardings: Vec<(usize, std::sync::Arc<super::sharding::Sharding>)>,
 }
 
 /// The internal precision of `f32` matrix products, PyTorch's

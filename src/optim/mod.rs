@@ -185,7 +185,7 @@ fn zeros_like_data(p: &Tensor) -> Tensor {
     let n: usize = shape.iter().product();
     // State has the parameter's dtype, as PyTorch's (a half parameter
     // keeps half moments).
-    match p.dtype() {
+    let state = match p.dtype() {
         DType::F64 => Tensor::from_vec_on(vec![0.0f64; n], &shape, p.device()),
         DType::F16 => Tensor::from_vec_on(vec![half::f16::ZERO; n], &shape, p.device()),
         DType::BF16 => Tensor::from_vec_on(vec![half::bf16::ZERO; n], &shape, p.device()),
@@ -193,7 +193,13 @@ fn zeros_like_data(p: &Tensor) -> Tensor {
             Tensor::from_vec_on(vec![0.0f32; n], &shape, p.device())
         }
     }
-    .expect("length matches")
+    .expect("length matches");
+    // The state of a parameter split over a mesh is split as it is
+    // (`parallel::fully_shard`): each device holds its part only.
+    if let Err(e) = crate::sharding::split_like(&state, p) {
+        panic!("{e}");
+    }
+    state
 }
 
 /// The learning rate: on the host for [`Optimizer::lr`], and as a device

@@ -55,9 +55,11 @@
 //! }
 //! ```
 
+mod fsdp;
 mod shard;
 
 pub use crate::tensor::ReduceOp;
+pub use fsdp::fully_shard;
 pub use shard::{replica_values, shard, shard_all};
 
 use crate::capture::{capture, CapturedStep};

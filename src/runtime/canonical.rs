@@ -43,6 +43,8 @@ pub(crate) struct Traced<'a> {
     param_buffers: Vec<(usize, Vec<usize>)>,
     /// `Program::output_buffers`, set by [`Traced::write_outputs_into`].
     output_buffers: Vec<(usize, Vec<usize>)>,
+    /// `Program::param_shardings`.
+    param_shardings: Vec<(usize, Arc<crate::ir::sharding::Sharding>)>,
 }
 
 impl Traced<'_> {
@@ -107,6 +109,7 @@ impl Traced<'_> {
             matmul_precision: self.matmul_precision,
             param_buffers: self.param_buffers.clone(),
             output_buffers: self.output_buffers.clone(),
+            param_shardings: self.param_shardings.clone(),
         }
     }
 
@@ -193,6 +196,7 @@ impl Traced<'_> {
         self.matmul_precision.hash(&mut w);
         self.param_buffers.hash(&mut w);
         self.output_buffers.hash(&mut w);
+        self.param_shardings.hash(&mut w);
         self.key = w.bytes;
     }
 }
@@ -238,6 +242,7 @@ pub(crate) fn trace_unkeyed<'a>(
     let mut params = Vec::new();
     let mut param_data = Vec::new();
     let mut param_buffers = Vec::new();
+    let mut param_shardings = Vec::new();
     let mut checked = false;
     let mut vars: Vec<VarInfo> = Vec::new();
     let mut var_args = Vec::new();
@@ -298,6 +303,9 @@ pub(crate) fn trace_unkeyed<'a>(
             if n.is_dynamic() && data.bounds() != &n.bounds()[..] {
                 param_buffers.push((params.len(), data.bounds().to_vec()));
             }
+            if let Some(s) = data.sharding() {
+                param_shardings.push((params.len(), s));
+            }
             param_data.push(data);
             params.push(i);
         }
@@ -335,5 +343,6 @@ pub(crate) fn trace_unkeyed<'a>(
         matmul_precision: super::precision::current(),
         param_buffers,
         output_buffers: Vec::new(),
+        param_shardings,
     })
 }

@@ -180,6 +180,15 @@ impl DeviceData {
         *self.donated.get_mut() = false;
     }
 
+    /// The sharding of data split over an SPMD backend's devices (`None`
+    /// for whole data, and for host data not uploaded yet).
+    pub fn sharding(&self) -> Option<Arc<crate::ir::sharding::Sharding>> {
+        match &self.storage {
+            Storage::Device(b) => b.sharding().cloned(),
+            Storage::Host { buffer, .. } => buffer.get().and_then(|b| b.sharding().cloned()),
+        }
+    }
+
     /// The exact host data, if it was never uploaded.
     pub fn host_copy(&self) -> Option<Arc<HostArray>> {
         match &self.storage {

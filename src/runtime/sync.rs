@@ -98,7 +98,9 @@ pub(crate) fn run_roots(
     let inner = inner_vars(&roots);
     let buckets = super::buckets::size_buckets();
     let bounds: Vec<Bounds> = roots.iter().map(|r| result_bounds(r, buckets)).collect();
-    let mut ran = run(device, &roots, &[], &inner, Some(holders), &bounds)
+    let pinned = keep_placement(device, &roots, holders);
+    let program_roots = pinned.as_deref().unwrap_or(&roots);
+    let mut ran = run(device, program_roots, &[], &inner, Some(holders), &bounds)
         .map_err(|e| step_failed(e, &roots))?;
     let status = match ran.outputs_checked {
         true => Some(Status {
@@ -137,6 +139,48 @@ pub(crate) fn run_roots(
         ran,
         status,
     })
+}
+
+/// On an SPMD device, the roots with every update of a value constrained
+/// to the value's sharding (whole, for a whole value): an updated
+/// parameter or optimizer state keeps its placement from step to step,
+/// rather than the one XLA's propagation would choose for the result,
+/// so the next step's program is the same one. `None` elsewhere.
+fn keep_placement(
+    device: &Device,
+    roots: &[Arc<Node>],
+    holders: &Holders,
+) -> Option<Vec<Arc<Node>>> {
+    let n = device.backend().partitions();
+    if n == 1 || holders.updates.is_empty() {
+        return None;
+    }
+    let mut out = roots.to_vec();
+    for (k, old) in &holders.updates {
+        let (Some(root), Some(data)) = (roots.get(*k), super::device_data::of(old)) else {
+            continue;
+        };
+        let static_shape = root.shape.iter().all(|e| e.as_const().is_some());
+        let constrained = matches!(root.op, crate::ir::Op::Sharding(_));
+        if !static_shape || constrained || !data.device.same(device) {
+            continue;
+        }
+        let sharding = data.sharding().or_else(|| {
+            let rank = root.shape.len();
+            crate::ir::sharding::Sharding::new(vec![1; rank], n, (0..n).collect()).map(Arc::new)
+        });
+        if let Some(s) = sharding {
+            out[*k] = Node::new(
+                crate::ir::Op::Sharding(s),
+                smallvec::smallvec![root.clone()],
+                smallvec::SmallVec::new(),
+                root.dtype,
+                root.shape.clone(),
+                false,
+            );
+        }
+    }
+    Some(out)
 }
 
 /// The shape of a buffer a program writes a result of `root`'s shape

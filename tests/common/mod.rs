@@ -29,7 +29,13 @@ pub fn lock() -> MutexGuard<'static, ()> {
 fn ask_for_devices() {
     if matches!(
         env!("CARGO_CRATE_NAME"),
-        "data_parallel" | "ops_collective" | "donation" | "threads"
+        "data_parallel"
+            | "ops_collective"
+            | "donation"
+            | "threads"
+            | "sharding"
+            | "sharding_models"
+            | "sharding_dynamic"
     ) {
         lazyxla::set_cpu_device_count(4).unwrap();
     }

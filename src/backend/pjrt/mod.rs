@@ -19,6 +19,7 @@ mod lower;
 pub(crate) mod persistent;
 pub(crate) mod recording;
 mod replicas;
+mod spmd;
 
 pub(crate) use replicas::PjrtReplicas;
 
@@ -686,6 +687,8 @@ impl Backend for PjrtBackend {
         let source = match buffer.storage() {
             // A replicated value's first replica (what reading it gives).
             Storage::Replicas(_) => buffer.replica(0)?,
+            // Pieces: put together on the host.
+            Storage::Shards(_) => return Ok(None),
             _ => buffer,
         };
         let (Some(b), true) = (source.pjrt(), replicas::same_client(from, &self.client)) else {

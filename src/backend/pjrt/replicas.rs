@@ -55,19 +55,36 @@ pub(crate) struct PjrtReplicas {
     /// in flight): they upload, download and read statuses.
     members: Vec<PjrtBackend>,
     name: String,
+    /// True for an SPMD backend: one program of `n` partitions, which
+    /// XLA's partitioner splits by the arguments' shardings (see
+    /// `super::spmd`); device `p` runs partition `p`.
+    partitioned: bool,
 }
 
-/// A program compiled for the replicas.
+/// A program compiled for the replicas (or partitions).
 struct ReplicatedExecutable {
     inner: PjrtExecutable,
     /// The launch slot of each replica.
     slot_of: Vec<usize>,
+    /// In partition mode, the sharding XLA chose for each output, in
+    /// `ExecOutputs` order (`None`: whole on every device).
+    shardings: Vec<Option<Arc<crate::ir::sharding::Sharding>>>,
 }
 
 impl PjrtReplicas {
     /// Replicas on `devices` (replica `r` on `devices[r]`), which must be
     /// distinct devices of one client.
     pub(crate) fn new(devices: &[&PjrtBackend]) -> Result<PjrtReplicas> {
+        PjrtReplicas::with_mode(devices, false)
+    }
+
+    /// One SPMD program of `devices.len()` partitions, partition `p` on
+    /// `devices[p]` (distinct devices of one client).
+    pub(crate) fn partitioned(devices: &[&PjrtBackend]) -> Result<PjrtReplicas> {
+        PjrtReplicas::with_mode(devices, true)
+    }
+
+    fn with_mode(devices: &[&PjrtBackend], partitioned: bool) -> Result<PjrtReplicas> {
         let first = devices
             .first()
             .ok_or_else(|| Error::invalid("replicas", "no devices given; pass at least one"))?;
@@ -91,9 +108,14 @@ impl PjrtReplicas {
             .map_err(|e| Error::invalid("replicas", e.message))?;
         let platform = first.client.platform_name().to_lowercase();
         let list: Vec<String> = ordinals.iter().map(|o| o.to_string()).collect();
+        let name = match partitioned {
+            true => format!("pjrt:{platform}<{}>", list.join(",")),
+            false => format!("pjrt:{platform}[{}]", list.join(",")),
+        };
         Ok(PjrtReplicas {
             members: ordinals.iter().map(|&o| first.sibling(o)).collect(),
-            name: format!("pjrt:{platform}[{}]", list.join(",")),
+            name,
+            partitioned,
         })
     }
 
@@ -151,6 +173,21 @@ impl PjrtReplicas {
     /// replicas (XLA obeys the compile options; the attribute says the
     /// same for readers of a dump).
     fn module(&self, program: &Program) -> Result<lower::Lowered> {
+        if self.partitioned {
+            if lower::collective_replicas(program).next().is_some() {
+                return Err(Error::invalid(
+                    "sharding",
+                    "a collective between replicas (all_reduce, all_gather, reduce_scatter, replica_id) in a sharded program; XLA's partitioner inserts the collectives of a sharded program itself",
+                ));
+            }
+            let mut lowered = lower::lower_with(program, true)?;
+            lowered.text = format!(
+                "module @lazyxla attributes {{mhlo.num_replicas = 1 : i32, mhlo.num_partitions = {} : i32}} {{\n{}}}\n",
+                self.n(),
+                lowered.text
+            );
+            return Ok(lowered);
+        }
         let mut lowered = lower::lower(program)?;
         if let Some(k) = lower::collective_replicas(program).find(|&k| k != self.n()) {
             return Err(Error::internal(
@@ -180,11 +217,60 @@ impl Backend for PjrtReplicas {
     }
 
     fn replicas(&self) -> usize {
-        self.n()
+        // An SPMD program is one program over its devices, not replicas.
+        match self.partitioned {
+            true => 1,
+            false => self.n(),
+        }
+    }
+
+    fn partitions(&self) -> usize {
+        match self.partitioned {
+            true => self.n(),
+            false => 1,
+        }
     }
 
     fn donates(&self) -> bool {
-        super::donation_enabled()
+        // A sharded program's aliased results would need their
+        // parameters' shardings: not donated.
+        !self.partitioned && super::donation_enabled()
+    }
+
+    fn upload_sharded(
+        &self,
+        host: &HostArray,
+        sharding: &Arc<crate::ir::sharding::Sharding>,
+    ) -> Result<DeviceBuffer> {
+        if !self.partitioned || sharding.device_count() != self.n() {
+            return Err(Error::internal(
+                "upload",
+                format!(
+                    "a sharding of {} devices on {}",
+                    sharding.device_count(),
+                    self.name
+                ),
+            ));
+        }
+        let dims = host.shape();
+        let bytes = host.to_bytes();
+        let elt = host.dtype().size_in_bytes();
+        let shard = sharding.shard_shape(dims);
+        let parts = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(p, m)| {
+                let piece = super::spmd::piece(&bytes, dims, sharding, p, elt);
+                m.upload(&HostArray::from_bytes(host.dtype(), &shard, &piece), &shard)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DeviceBuffer::new(Storage::Shards(Box::new(
+            crate::backend::Shards {
+                sharding: sharding.clone(),
+                parts: parts.into(),
+            },
+        ))))
     }
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
@@ -197,7 +283,12 @@ impl Backend for PjrtReplicas {
             .iter()
             .map(|m| client.device_ids()[m.device])
             .collect();
-        let options = CompileOptions::replicas(self.n()).on_devices(&ids);
+        let options = match self.partitioned {
+            true => CompileOptions::partitions(self.n())
+                .on_devices(&ids)
+                .propagating_to_outputs(),
+            false => CompileOptions::replicas(self.n()).on_devices(&ids),
+        };
         let ok_dump = dump(&ir, &lowered.text, false);
         let encoded = options
             .validate(client.device_ids())
@@ -213,9 +304,15 @@ impl Backend for PjrtReplicas {
                 Some(p) => format!(" (program dumped to {})", p.display()),
                 None => " (the program could not be dumped)".into(),
             };
+            let mut message = format!("{}{where_}", e.message);
+            if self.partitioned {
+                if let Some(why) = super::spmd::explain(program, &e.message) {
+                    message = format!("{why}; XLA said: {message}");
+                }
+            }
             Error::Compile {
                 backend: self.name.clone(),
-                message: format!("{}{where_}", e.message),
+                message,
             }
         })?;
         // With an assignment, slot r is replica r (measured); asked rather
@@ -239,7 +336,15 @@ impl Backend for PjrtReplicas {
                     ),
                 )
             })?;
+        let shardings = match self.partitioned {
+            true => {
+                let outputs = exe.num_outputs();
+                super::spmd::output_shardings(&exe, self.n(), outputs)?
+            }
+            false => Vec::new(),
+        };
         Ok(Arc::new(ReplicatedExecutable {
+            shardings,
             inner: PjrtExecutable {
                 exe: Arc::new(exe),
                 num_var_args: lowered.num_var_args,
@@ -358,7 +463,16 @@ impl Backend for PjrtReplicas {
                 .ok_or_else(|| {
                     Error::internal("pjrt execute", "a replica returned too few outputs")
                 })?;
-            out.push(Some(self.replicated("execute", parts)?));
+            let sharded = re.shardings.get(out.len()).cloned().flatten();
+            out.push(Some(match sharded {
+                Some(sharding) if !sharding.is_replicated() => {
+                    DeviceBuffer::new(Storage::Shards(Box::new(crate::backend::Shards {
+                        sharding,
+                        parts: parts.into(),
+                    })))
+                }
+                _ => self.replicated("execute", parts)?,
+            }));
         }
         Ok(ExecOutputs::new(out))
     }
@@ -409,7 +523,24 @@ impl Backend for PjrtReplicas {
     }
 
     fn download(&self, buffer: &DeviceBuffer, shape: &[usize]) -> Result<HostArray> {
-        self.members[0].download(buffer.replica(0)?, shape)
+        let Some(s) = buffer.sharding() else {
+            return self.members[0].download(buffer.replica(0)?, shape);
+        };
+        // Each device's piece, placed into the whole value.
+        let shard = s.shard_shape(shape);
+        let mut dtype = None;
+        let mut whole: Vec<u8> = Vec::new();
+        for (p, m) in self.members.iter().enumerate() {
+            let piece = m.download(buffer.replica(p)?, &shard)?;
+            let elt = piece.dtype().size_in_bytes();
+            if dtype.is_none() {
+                dtype = Some(piece.dtype());
+                whole = vec![0u8; shape.iter().product::<usize>() * elt];
+            }
+            super::spmd::place(&mut whole, shape, s, p, &piece.to_bytes(), elt);
+        }
+        let dtype = dtype.ok_or_else(|| Error::internal("download", "a value in no pieces"))?;
+        Ok(HostArray::from_bytes(dtype, shape, &whole))
     }
 
     fn download_replicas(
@@ -464,6 +595,22 @@ impl Backend for PjrtReplicas {
             same_device_copy(m, b)
         };
         let parts = match buffer.storage() {
+            Storage::Shards(s) if self.partitioned && s.parts.len() == self.n() => {
+                let parts = self
+                    .members
+                    .iter()
+                    .zip(s.parts.iter())
+                    .map(|(m, b)| copy(m, b))
+                    .collect::<Result<Vec<_>>>()?;
+                return Ok(Some(DeviceBuffer::new(Storage::Shards(Box::new(
+                    crate::backend::Shards {
+                        sharding: s.sharding.clone(),
+                        parts: parts.into(),
+                    },
+                )))));
+            }
+            // Pieces: put together on the host.
+            Storage::Shards(_) => return Ok(None),
             Storage::Replicas(src) if src.len() == self.n() => self
                 .members
                 .iter()

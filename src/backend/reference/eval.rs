@@ -375,6 +375,8 @@ pub(super) fn run(
                     super::collective::reduce_scatter(ins[0], *dim, *replicas)?
                 }
                 Op::ReplicaId => super::collective::replica_id(),
+                // The reference runs the unpartitioned program.
+                Op::Sharding(_) => ins[0].clone(),
                 Op::While(l) => {
                     let outer = l
                         .outer_sizes

@@ -11,9 +11,11 @@ mod eval;
 mod kernels;
 mod loops;
 mod replicas;
+mod spmd;
 mod window;
 
 pub(crate) use replicas::ReferenceReplicas;
+pub(crate) use spmd::ReferenceSpmd;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::error::{Error, Result};
@@ -108,6 +110,8 @@ fn copy_buffer(b: &DeviceBuffer) -> Result<DeviceBuffer> {
         Storage::Reference(a) => DeviceBuffer::new(Storage::Reference(a.clone())),
         Storage::ReferenceSize(v) => DeviceBuffer::new(Storage::ReferenceSize(*v)),
         Storage::Replicas(_) => copy_buffer(b.replica(0)?)?,
+        // The reference keeps a sharded value whole (its one part).
+        Storage::Shards(_) => copy_buffer(b.replica(0)?)?,
         Storage::Pjrt(_) | Storage::PjrtPending(_) => {
             return Err(err("copy", "a buffer from another backend"))
         }
@@ -119,6 +123,7 @@ fn is_reference(b: &dyn Backend) -> bool {
     b.as_any().is_some_and(|a| {
         a.downcast_ref::<ReferenceBackend>().is_some()
             || a.downcast_ref::<ReferenceReplicas>().is_some()
+            || a.downcast_ref::<ReferenceSpmd>().is_some()
     })
 }
 

@@ -38,6 +38,9 @@ pub struct CompileOptions {
     spmd: bool,
     /// Device ids, `assignment[partition][replica]`.
     assignment: Option<Vec<Vec<i64>>>,
+    /// `allow_spmd_sharding_propagation_to_output = [true]`: XLA chooses
+    /// the shardings of results left unannotated.
+    propagate_to_outputs: bool,
 }
 
 impl Default for CompileOptions {
@@ -56,6 +59,7 @@ impl CompileOptions {
             partitions: 1,
             spmd: false,
             assignment: None,
+            propagate_to_outputs: false,
         }
     }
 
@@ -67,7 +71,17 @@ impl CompileOptions {
             partitions: n,
             spmd: true,
             assignment: None,
+            propagate_to_outputs: false,
         }
+    }
+
+    /// Lets XLA choose the shardings of the results the module leaves
+    /// unannotated (field 12, `allow_spmd_sharding_propagation_to_output`,
+    /// as JAX and PyTorch/XLA set it); read them back from the optimized
+    /// module (`Executable::optimized_program`).
+    pub fn propagating_to_outputs(mut self) -> CompileOptions {
+        self.propagate_to_outputs = true;
+        self
     }
 
     /// Places replica `r` on the device with id `ids[r]` (replica mode);
@@ -185,6 +199,10 @@ impl CompileOptions {
             }
             bytes_field(&mut build, 9, &da);
         }
+        if self.propagate_to_outputs {
+            // A packed repeated bool: one `true` for the whole result.
+            bytes_field(&mut build, 12, &[1]);
+        }
         varint_field(&mut build, 23, 1);
         let mut out = Vec::new();
         bytes_field(&mut out, 3, &build);
@@ -240,6 +258,13 @@ mod tests {
         assert_eq!(
             hex(&CompileOptions::partitions(4).encode()),
             "1a1408ffffffffffffffffff01200128043001b80101"
+        );
+        // Field 12 as JAX writes it: tag 0x62, one packed `true`.
+        assert_eq!(
+            hex(&CompileOptions::partitions(4)
+                .propagating_to_outputs()
+                .encode()),
+            "1a1708ffffffffffffffffff01200128043001620101b80101"
         );
     }
 

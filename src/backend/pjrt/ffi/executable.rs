@@ -186,6 +186,50 @@ impl Executable {
         Ok(bytes)
     }
 
+    /// The program as XLA optimized it (`PJRT_Executable_OptimizedProgram`):
+    /// its format (`"hlo"` for a serialized `HloModuleProto`,
+    /// `"hlo_with_config"` for an `HloModuleProtoWithConfig`, whose field 1
+    /// is the module) and its bytes. For an SPMD program the module is the
+    /// partitioned one and holds the shardings the partitioner chose for
+    /// the parameters and results (see `hlo_sharding`).
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>), PjrtError> {
+        let plugin = &*self.client.plugin;
+        let get = api_fn!(plugin, PJRT_LoadedExecutable_GetExecutable)?;
+        let mut args = new_args::<sys::LoadedExecutableGetExecutableArgs>();
+        args.loaded_executable = self.raw;
+        // SAFETY: valid args for a live loaded executable.
+        unsafe { plugin.call(get, &mut args, "PJRT_LoadedExecutable_GetExecutable") }?;
+        let unloaded = UnloadedExecutable {
+            plugin,
+            raw: args.executable,
+        };
+        let optimized = api_fn!(plugin, PJRT_Executable_OptimizedProgram)?;
+        let mut program = new_args::<sys::Program>();
+        let mut args = new_args::<sys::ExecutableOptimizedProgramArgs>();
+        args.executable = unloaded.raw;
+        args.program = &mut program;
+        // SAFETY: `program.code` is null, so the plugin only writes the
+        // size and the format (a string it owns) into `program`.
+        unsafe { plugin.call(optimized, &mut args, "PJRT_Executable_OptimizedProgram") }?;
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        args.program = &mut program;
+        // SAFETY: `code` holds the `code_size` bytes the first call asked
+        // for and outlives the call, which writes at most that many.
+        unsafe { plugin.call(optimized, &mut args, "PJRT_Executable_OptimizedProgram") }?;
+        code.truncate(program.code_size);
+        let format = match program.format.is_null() {
+            true => String::new(),
+            // SAFETY: the plugin owns `format_size` bytes at `format`,
+            // valid while the executable is.
+            false => String::from_utf8_lossy(unsafe {
+                std::slice::from_raw_parts(program.format.cast::<u8>(), program.format_size)
+            })
+            .into_owned(),
+        };
+        Ok((format, code))
+    }
+
     /// The argument indices PJRT must not donate: all of `0..num_args`
     /// but `donate` (sorted). Every argument not asked for is kept, even
     /// where the program declares input/output aliasing: PJRT donates by

@@ -315,6 +315,18 @@ pub struct LoadedExecutableDestroyArgs {
     pub executable: *mut LoadedExecutable,
 }
 
+/// `PJRT_Executable_OptimizedProgram_Args`: the program as XLA optimized
+/// it (for an SPMD program, the partitioned per-device program, which
+/// holds the shardings the partitioner chose). Called twice: with
+/// `program.code` null for the size, then with a buffer of that size.
+#[repr(C)]
+pub struct ExecutableOptimizedProgramArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub executable: *mut Executable,
+    pub program: *mut Program,
+}
+
 /// `PJRT_Executable_Serialize_Args`. The bytes live until
 /// `serialized_executable_deleter` is called on `serialized_executable`.
 #[repr(C)]
@@ -572,6 +584,7 @@ args_structs!(
     LoadedExecutableDestroyArgs,
     LoadedExecutableGetExecutableArgs,
     ExecutableSerializeArgs,
+    ExecutableOptimizedProgramArgs,
     ExecutableDeserializeAndLoadArgs,
     ExecuteOptions,
     LoadedExecutableExecuteArgs,
@@ -660,7 +673,7 @@ pub struct Api {
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes: Option<Unused>,
     pub PJRT_Executable_GetCostAnalysis: Option<Unused>,
     pub PJRT_Executable_OutputMemoryKinds: Option<Unused>,
-    pub PJRT_Executable_OptimizedProgram: Option<Unused>,
+    pub PJRT_Executable_OptimizedProgram: Option<Fallible<ExecutableOptimizedProgramArgs>>,
     pub PJRT_Executable_Serialize: Option<Fallible<ExecutableSerializeArgs>>,
 
     pub PJRT_LoadedExecutable_Destroy: Option<Fallible<LoadedExecutableDestroyArgs>>,

@@ -95,4 +95,15 @@ impl Ctx<'_> {
         let id = self.b.op("replica_id", &[], "", Ty::scalar(Elt::U32));
         self.b.convert(&id, Elt::I64)
     }
+
+    /// A sharding constraint (`Op::Sharding`): XLA's `Sharding` custom
+    /// call, which the SPMD partitioner obeys (and drops in a program of
+    /// one partition).
+    pub(super) fn sharding_constraint(&mut self, x: &V, s: &crate::ir::sharding::Sharding) -> V {
+        let attrs = format!(
+            "call_target_name = \"Sharding\", mhlo.sharding = \"{}\"",
+            s.hlo()
+        );
+        self.b.op("custom_call", &[x], &attrs, x.ty.clone())
+    }
 }

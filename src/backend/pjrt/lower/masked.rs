@@ -132,7 +132,8 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         | Op::Transpose { .. }
         | Op::Reduce { .. }
         | Op::Dot(_)
-        | Op::SizeOf(_) => true,
+        | Op::SizeOf(_)
+        | Op::Sharding(_) => true,
         Op::Broadcast { dims, .. } => dims_of(input(0), v)
             .iter()
             .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),

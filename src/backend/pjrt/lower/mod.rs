@@ -146,6 +146,17 @@ pub(super) fn node_ty(dtype: DType, shape: &[SizeExpr]) -> Ty {
 
 /// Lowers `program`.
 pub(crate) fn lower(program: &Program) -> Result<Lowered> {
+    lower_with(program, false)
+}
+
+/// The `mhlo.sharding` attribute of a whole value in an SPMD program.
+const REPLICATED: &str = " {mhlo.sharding = \"{replicated}\"}";
+
+/// Lowers `program` for one device, or with `spmd` for XLA's SPMD
+/// partitioner: every argument carries its `mhlo.sharding`
+/// (`Program::param_shardings`, else replicated), sizes and the check
+/// status are replicated, and the results' shardings are left to XLA.
+pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -154,6 +165,11 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
             ty: ty.clone(),
         };
         sig.push(format!("{}: {}", v.name, ty.mlir()));
+        if spmd {
+            if let Some(last) = sig.last_mut() {
+                last.push_str(REPLICATED);
+            }
+        }
         v
     };
     let i32t = Ty::scalar(Elt::I32);
@@ -170,6 +186,16 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
             None => ty.bound(),
         };
         let mut data = arg(&buffer, &mut sig);
+        if let Some((_, s)) = program.param_shardings.iter().find(|(q, _)| *q == k) {
+            if let Some(last) = sig.last_mut() {
+                *last = format!(
+                    "{}: {} {{mhlo.sharding = \"{}\"}}",
+                    data.name,
+                    data.ty.mlir(),
+                    s.hlo()
+                );
+            }
+        }
         if let Some(&(_, result)) = aliased.iter().find(|&&(param, _)| param == k) {
             // XLA writes the result into this parameter's buffer when the
             // caller donates it (JAX's `donate_argnums` says the same).
@@ -244,10 +270,26 @@ pub(crate) fn lower(program: &Program) -> Result<Lowered> {
 
     let names: Vec<&str> = results.iter().map(|v| v.name.as_ref()).collect();
     let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
+    // In an SPMD program the scalars after each result (its sizes, the
+    // size outputs, the status) are whole on every device.
+    let mut scalar = vec![true; results.len()];
+    let mut at = 0;
+    for d in &output_dynamic {
+        scalar[at] = false;
+        at += 1 + d;
+    }
+    let result_tys: Vec<String> = tys
+        .iter()
+        .zip(&scalar)
+        .map(|(t, &s)| match spmd && s {
+            true => format!("{t}{REPLICATED}"),
+            false => t.clone(),
+        })
+        .collect();
     let mut text = format!(
         "func.func @main({}) -> ({}) {{\n",
         sig.join(", "),
-        tys.join(", ")
+        result_tys.join(", ")
     );
     text.push_str(&ctx.b.text);
     text.push_str(&format!(
@@ -559,6 +601,7 @@ impl Ctx<'_> {
                 self.reduce_scatter(&ins[0], *dim, *replicas, &ty)
             }
             Op::ReplicaId => self.replica_id(),
+            Op::Sharding(s) => self.sharding_constraint(&ins[0], s),
             Op::While(l) => self.while_loop(l, &ins)?,
             Op::LoopResult { index } => self.loop_result(node.inputs[0], &ins[0], *index, &ty)?,
         })

@@ -39,6 +39,7 @@ fn struct_sizes_match_header_0_114() {
     assert_eq!(size_of::<DeviceDescriptionIdArgs>(), 32);
     assert_eq!(size_of::<LoadedExecutableAddressableDevicesArgs>(), 40);
     assert_eq!(size_of::<ExecutableSerializeArgs>(), 56);
+    assert_eq!(size_of::<ExecutableOptimizedProgramArgs>(), 32);
     assert_eq!(size_of::<ExecutableDeserializeAndLoadArgs>(), 72);
 }
 
