@@ -21,6 +21,7 @@ mod reduce;
 mod reduce_composite;
 pub(crate) mod registry;
 pub(crate) mod replay_hooks;
+mod scan;
 mod shape_ops;
 mod sort;
 mod std_ops;
@@ -38,6 +39,8 @@ pub use dim::DimIndex;
 use dim::ResolveDim;
 pub(crate) use grad_mode::enable_grad;
 pub use grad_mode::no_grad;
+pub use scan::scan;
+pub(crate) use scan::scan_with;
 pub use sym_bool::SymBool;
 pub use sym_int::SymInt;
 
