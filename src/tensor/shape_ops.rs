@@ -203,6 +203,41 @@ impl Tensor {
         self.reshape(&[-1])
     }
 
+    /// Dims `start..=end` merged into one, as `torch.flatten(x,
+    /// start_dim, end_dim)` (negative dims count from the end); dynamic
+    /// sizes multiply. A scalar becomes `[1]`.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4, 5], DType::F32);
+    /// assert_eq!(x.flatten_dims(1, 2).shape_string(), "[2, 12, 5]");
+    /// assert_eq!(x.flatten_dims(1, -1).shape_string(), "[2, 60]");
+    /// assert_eq!(x.flatten_dims(0, 0).shape_string(), "[2, 3, 4, 5]");
+    /// ```
+    #[track_caller]
+    pub fn flatten_dims(&self, start: impl DimIndex, end: impl DimIndex) -> Tensor {
+        let shape = self.shape_exprs();
+        if shape.is_empty() {
+            return self.reshape(&[1]);
+        }
+        let s = start.resolve("flatten_dims", &shape);
+        let e = end.resolve("flatten_dims", &shape);
+        if s > e {
+            panic!(
+                "flatten_dims: start dim {s} comes after end dim {e} (shape {})",
+                shape_string(&shape)
+            );
+        }
+        let sizes = self.sizes();
+        let merged = sizes[s..=e]
+            .iter()
+            .fold(SymInt::from(1i64), |acc, d| &acc * d);
+        let mut out: Vec<SymInt> = sizes[..s].to_vec();
+        out.push(merged);
+        out.extend_from_slice(&sizes[e + 1..]);
+        self.reshape_sym(&out)
+    }
+
     /// Dimensions reordered: output dim `i` is input dim `perm[i]`.
     #[track_caller]
     pub fn permute<D: DimIndex>(&self, perm: &[D]) -> Tensor {
