@@ -11,6 +11,7 @@
 //! ```
 
 mod attention;
+mod cells;
 mod clip;
 mod conv;
 pub mod init;
@@ -18,9 +19,11 @@ mod layers;
 mod loss;
 mod norm;
 mod pool;
+mod recurrent;
 mod state_dict;
 
 pub use attention::{scaled_dot_product_attention, MultiheadAttention};
+pub use cells::{GruCell, LstmCell, RnnCell};
 pub use clip::clip_grad_norm;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
@@ -30,6 +33,7 @@ pub use loss::{
 };
 pub use norm::{BatchNorm2d, GroupNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use recurrent::{Gru, Lstm, Rnn};
 pub use state_dict::load_state_dict;
 
 use crate::Tensor;
