@@ -127,7 +127,7 @@ pub use runtime::precision::{float32_matmul_precision, set_float32_matmul_precis
 pub use tensor::no_grad;
 
 pub use tensor::sync::mark_step;
-pub use tensor::{fori_loop, while_loop, TripCount};
+pub use tensor::{fori_loop, manual_seed, scan, while_loop, TripCount};
 pub use tensor::{DimIndex, SymBool, SymInt, Tensor};
 
 /// Introspection for tests, debugging and benchmarks.

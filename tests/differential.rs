@@ -41,7 +41,7 @@ mod model_steps;
 mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
-use loop_steps::{looped, looped_body};
+use loop_steps::{looped, looped_body, scanned};
 use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 use vision_steps::vision;
@@ -117,6 +117,10 @@ enum Step {
     /// A `fori_loop` whose body is drawn: operand, whether the carry is a
     /// dynamic selection of it, and the body's ops (`loop_steps::body`).
     LoopBody(usize, bool, Vec<u8>),
+    /// A `scan` over the operand's rows (a static count) or over its
+    /// snapped-positive elements (a dynamic count, with `slice_sym`);
+    /// the number picks the body (`loop_steps::scanned`).
+    ScanLoop(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +169,7 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), 0u8..4, 0u8..6).prop_map(|(a, s, l)| Step::Slice(a, s, l)),
         (i.clone(), i.clone(), 0u8..16, -2i8..3).prop_map(|(a, b, k, t)| Step::Zone(a, b, k, t)),
         (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Loop(a, k)),
+        (i.clone(), 0u8..6).prop_map(|(a, k)| Step::ScanLoop(a, k)),
         (i, any::<bool>(), proptest::collection::vec(0u8..12, 1..5))
             .prop_map(|(a, d, ops)| Step::LoopBody(a, d, ops)),
     ]
@@ -455,6 +460,7 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
         Step::Vision(a, k) => vision(&pick(a), *k),
         Step::Loop(a, k) => looped(&float(&pick(a)), *k),
         Step::LoopBody(a, dynamic, ops) => looped_body(&float(&pick(a)), *dynamic, ops),
+        Step::ScanLoop(a, k) => scanned(&float(&pick(a)), *k),
         Step::Sort(a, f) => {
             // Panics on a scalar (no dim), which falls back to a unary step.
             let x = pick(a);

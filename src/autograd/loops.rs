@@ -1,23 +1,32 @@
 //! The gradient of a device loop (`Op::While`), as JAX's scan.
 //!
-//! A `fori_loop` with a static trip count `n` is differentiated with the
-//! carries each iteration was given, stacked (`[n, ..]` per carry):
+//! A counted loop (`fori_loop`, `scan`) whose count is a constant or a
+//! size is differentiated with the carries each iteration was given,
+//! stacked (`[n, ..]` per carry, `n` dynamic for a size):
 //!
 //! 1. a loop recorded for a gradient saves them as it runs (extra
-//!    results, `Loop::saves_carries`), and so does a loop of a body that
-//!    the gradient instantiates; one recorded without runs again, saving
-//!    them;
-//! 2. a reverse loop over `i = n - 1, .., 0` carrying the gradients of
-//!    the carries and the sums of the captured values' gradients: each
-//!    iteration instantiates the body's program on that iteration's saved
-//!    carries and takes its vector-Jacobian product (the ordinary rules).
+//!    results, `Loop::saves_carries`), with the values of its body's
+//!    matrix products (`Loop::saved_nodes`), and so does a loop of a body
+//!    that the gradient instantiates; one recorded without runs again,
+//!    saving them;
+//! 2. a scan over the rows in the other order (`n - 1, .., 0` for a
+//!    forward loop) carrying the gradients
+//!    of the carries and the sums of the captured values' gradients, and
+//!    scanning the saved carries, the scanned values and the gradients of
+//!    the stacked outputs: each iteration instantiates the body's program
+//!    on that iteration's saved carries and rows, with each saved product
+//!    standing for itself (its value is read, its gradient still flows to
+//!    its operands through the product's rule, so the reverse pass does
+//!    not compute it again), and takes its vector-Jacobian product (the
+//!    ordinary rules). The gradients of the scanned values are its
+//!    stacked outputs.
 //!
-//! Gradients reach the initial carries and the captured values
-//! (parameters) that need them. Carries must be static: a stack of
-//! values whose size changes from one iteration to the next has no
-//! shape. A `while_loop` or a `fori_loop` whose trip count is a tensor
-//! has no fixed sequence of iterations to run back: backward through
-//! one is an error that says what to do instead.
+//! Gradients reach the initial carries, the scanned values and the
+//! captured values (parameters) that need them. Carries must be static: a
+//! stack of values whose size changes from one iteration to the next has
+//! no shape. A `while_loop` or a `fori_loop` whose trip count is a tensor
+//! has no known number of iterations to run back and stack: backward
+//! through one is an error that says what to do instead.
 //!
 //! A loop inside a body saves nothing when recorded (its stacks would go
 //! unused): the gradient's instantiation of the body makes its loops save.
@@ -29,11 +38,13 @@
 
 use super::vjp;
 use crate::ir::check::SizeCheck;
-use crate::ir::loops::{carry_string, Loop, LoopKind};
+use crate::ir::loops::{carry_string, Loop, LoopKind, Trip};
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
 use crate::symint::SizeExpr;
-use crate::tensor::{enable_grad, fori_loop, loop_node, no_grad, record, Tensor};
+use crate::tensor::{
+    enable_grad, loop_node, no_grad, record, scan_with, SymInt, Tensor, TripCount,
+};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -47,20 +58,28 @@ pub(super) fn input_grads(
     x: &[Tensor],
     gs: Vec<Option<Tensor>>,
 ) -> Vec<Option<Tensor>> {
-    let n = match l.kind {
-        LoopKind::Fori { trip: Some(n) } => n,
-        LoopKind::Fori { trip: None } => panic!(
-            "backward: a fori_loop whose trip count is a tensor (known only when the program runs) is not differentiable; give it a static trip count (an upper bound, with iterations past the real count left unchanged by `where_cond`), or build its inputs under no_grad / detach them"
+    let op = l.name();
+    let (trip, static_n): (TripCount, Option<i64>) = match &l.kind {
+        LoopKind::Fori {
+            trip: Trip::Static(n),
+        } => (TripCount::from(*n), Some(*n)),
+        LoopKind::Fori {
+            trip: Trip::Size(k),
+        } => (TripCount::from(trip_size(&l.outer_sizes[*k], node)), None),
+        LoopKind::Fori {
+            trip: Trip::Operand,
+        } => panic!(
+            "backward: a {op} whose trip count is a tensor (known only when the program runs) is not differentiable; give it a static count or a size (`SymInt`, such as `x.size(0)` of an input marked dynamic), or build its inputs under no_grad / detach them"
         ),
         LoopKind::While => panic!(
-            "backward: a while_loop is not differentiable (its number of iterations depends on data); use fori_loop with a static trip count (an upper bound, with iterations past the end left unchanged by `where_cond`), or build its inputs under no_grad / detach them"
+            "backward: a while_loop is not differentiable (its number of iterations depends on data); use fori_loop with a static trip count or a size (`SymInt`), with iterations past the end left unchanged by `where_cond`, or build its inputs under no_grad / detach them"
         ),
     };
     let k = l.carries.len();
     for (i, c) in l.carries.iter().enumerate() {
         if c.dims.iter().any(|d| d.is_dynamic()) {
             panic!(
-                "backward: carry {i} of a fori_loop has a dynamic size ({}{}); differentiating a loop whose carries have dynamic sizes is not supported (the saved carries of all iterations would need one shape): `pad_to_bound(fill)` the carry before the loop, or build its inputs under no_grad",
+                "backward: carry {i} of a {op} has a dynamic size ({}{}); differentiating a loop whose carries have dynamic sizes is not supported (the saved carries of all iterations would need one shape): `pad_to_bound(fill)` the carry before the loop, or build its inputs under no_grad",
                 c.dtype,
                 carry_string(c)
             );
@@ -68,17 +87,20 @@ pub(super) fn input_grads(
     }
     let first = l.first_capture();
     let captured = &x[first..];
-    let wanted: Vec<usize> = (0..captured.len())
-        .filter(|&j| {
-            let c = &node.inputs[first + j];
-            c.requires_grad && c.dtype.is_float()
-        })
+    let scanned = &x[l.first_xs()..first];
+    let needs = |j: usize| {
+        let c = &node.inputs[j];
+        c.requires_grad && c.dtype.is_float()
+    };
+    let wanted: Vec<usize> = (0..captured.len()).filter(|&j| needs(first + j)).collect();
+    let wanted_xs: Vec<usize> = (0..scanned.len())
+        .filter(|&j| needs(l.first_xs() + j))
         .collect();
     for &j in &wanted {
         let c = &node.inputs[first + j];
         if c.shape.iter().any(|e| e.as_const().is_none()) {
             panic!(
-                "backward: a fori_loop's body uses a tensor of dynamic size ({}{}) that needs a gradient; gradients with respect to captured values of dynamic size are not supported: pass it as a carry, or `pad_to_bound(fill)` it first",
+                "backward: a {op}'s body uses a tensor of dynamic size ({}{}) that needs a gradient; gradients with respect to captured values of dynamic size are not supported: pass it as a carry, or `pad_to_bound(fill)` it first",
                 c.dtype,
                 shape_string(&c.shape)
             );
@@ -86,14 +108,14 @@ pub(super) fn input_grads(
     }
     let floats: Vec<usize> = (0..k).filter(|&i| l.carries[i].dtype.is_float()).collect();
     let mut out: Vec<Option<Tensor>> = vec![None; x.len()];
-    if n <= 0 {
+    if static_n.is_some_and(|n| n <= 0) {
         for &i in &floats {
             out[i] = gs[i].clone();
         }
         return out;
     }
-    // The forward loop's saved carries; a loop recorded without them runs
-    // again, saving them.
+    // The forward loop's saved carries and products; a loop recorded
+    // without them runs again, saving them.
     let saving = match l.saves_carries {
         true => node.clone(),
         false => loop_node(
@@ -103,14 +125,26 @@ pub(super) fn input_grads(
         )
         .unwrap_or_else(|e| panic!("{e}")),
     };
-    let stacks: Vec<Tensor> = (k..2 * k)
-        .map(|index| {
-            let mut ins = Inputs::new();
-            ins.push(saving.clone());
-            let r = record(Op::LoopResult { index }, ins, SmallVec::new())
-                .unwrap_or_else(|e| panic!("{e}"));
-            Tensor::from_node(r, x[0].device())
-        })
+    let Op::While(saver) = &saving.op else {
+        unreachable!("a loop node holds a loop")
+    };
+    let ny = l.ys.len();
+    let result = |index: usize| {
+        let mut ins = Inputs::new();
+        ins.push(saving.clone());
+        let r = record(Op::LoopResult { index }, ins, SmallVec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        Tensor::from_node(r, x[0].device())
+    };
+    let stacks: Vec<Tensor> = (k + ny..k + ny + k).map(result).collect();
+    let saved_nodes = saver.saved_nodes.clone();
+    let products: Vec<Tensor> = (0..saved_nodes.len())
+        .map(|j| result(2 * k + ny + j))
+        .collect();
+    // The stacked outputs whose gradients flow back.
+    let gys: Vec<(usize, Tensor)> = (0..ny)
+        .filter(|&j| l.ys[j].dtype.is_float())
+        .filter_map(|j| gs[k + j].clone().map(|g| (j, g)))
         .collect();
     let nf = floats.len();
     let mut init: Vec<Tensor> = floats
@@ -118,20 +152,25 @@ pub(super) fn input_grads(
         .map(|&i| gs[i].clone().unwrap_or_else(|| x[i].zeros_like()))
         .collect();
     init.extend(wanted.iter().map(|&j| captured[j].zeros_like()));
-    let rev = fori_loop(n, &init, |j, st| {
-        // Iteration `t` of the forward loop, on the carries it was given.
-        let t = &(j * -1) + (n - 1);
-        let row = t.reshape(&[1]);
+    let mut rev_xs: Vec<Tensor> = stacks;
+    rev_xs.extend(scanned.iter().cloned());
+    rev_xs.extend(gys.iter().map(|(_, g)| g.clone()));
+    rev_xs.extend(products);
+    let m = scanned.len();
+    let (finals, gxs) = scan_with(trip, &init, &rev_xs, !l.reverse, |t, st, rows| {
+        // Iteration `t` of the forward loop, on the carries and rows it
+        // was given.
         let mut ps: Vec<Tensor> = (0..k)
-            .map(|i| {
-                let c = stacks[i].index_select(0, &row).squeeze(0);
-                match l.carries[i].dtype {
-                    d if d.is_float() => grad_root(&c),
-                    _ => c,
-                }
+            .map(|i| match l.carries[i].dtype.is_float() {
+                true => grad_root(&rows[i]),
+                false => rows[i].clone(),
             })
             .collect();
-        ps.push(t);
+        ps.push(t.clone());
+        ps.extend((0..m).map(|j| match wanted_xs.contains(&j) {
+            true => grad_root(&rows[k + j]),
+            false => rows[k + j].clone(),
+        }));
         ps.extend(
             captured
                 .iter()
@@ -141,27 +180,68 @@ pub(super) fn input_grads(
                     false => c.clone(),
                 }),
         );
-        let outs = enable_grad(|| instantiate(l, &ps, &node.size_deps));
+        let gy_rows = &rows[k + m..k + m + gys.len()];
+        let saved: FxHashMap<usize, Tensor> = saved_nodes
+            .iter()
+            .zip(&rows[k + m + gys.len()..])
+            .map(|(&i, r)| (i, r.clone()))
+            .collect();
+        let outs = enable_grad(|| instantiate(l, &ps, &node.size_deps, &saved));
         let mut wrt: Vec<Tensor> = floats.iter().map(|&i| ps[i].clone()).collect();
-        wrt.extend(wanted.iter().map(|&j| ps[k + 1 + j].clone()));
-        let f_outs: Vec<Tensor> = floats.iter().map(|&i| outs[i].clone()).collect();
-        let grads = vjp(&f_outs, &st[..nf], &wrt);
+        wrt.extend(wanted_xs.iter().map(|&j| ps[k + 1 + j].clone()));
+        wrt.extend(wanted.iter().map(|&j| ps[k + 1 + m + j].clone()));
+        let mut f_outs: Vec<Tensor> = floats.iter().map(|&i| outs[i].clone()).collect();
+        f_outs.extend(gys.iter().map(|(j, _)| outs[k + j].clone()));
+        let mut cots: Vec<Tensor> = st[..nf].to_vec();
+        cots.extend(gy_rows.iter().cloned());
+        let grads = vjp(&f_outs, &cots, &wrt);
         let mut next: Vec<Tensor> = (0..nf)
             .map(|i| grads[i].clone().unwrap_or_else(|| st[i].zeros_like()))
             .collect();
-        next.extend((0..wanted.len()).map(|m| match &grads[nf + m] {
-            Some(g) => &st[nf + m] + g,
-            None => st[nf + m].clone(),
+        let nx = wanted_xs.len();
+        next.extend((0..wanted.len()).map(|w| match &grads[nf + nx + w] {
+            Some(g) => &st[nf + w] + g,
+            None => st[nf + w].clone(),
         }));
-        next
+        let gx: Vec<Tensor> = wanted_xs
+            .iter()
+            .enumerate()
+            .map(|(w, &j)| {
+                grads[nf + w]
+                    .clone()
+                    .unwrap_or_else(|| rows[k + j].zeros_like())
+            })
+            .collect();
+        (next, gx)
     });
     for (p, &i) in floats.iter().enumerate() {
-        out[i] = Some(rev[p].clone());
+        out[i] = Some(finals[p].clone());
     }
-    for (m, &j) in wanted.iter().enumerate() {
-        out[first + j] = Some(rev[nf + m].clone());
+    for (w, &j) in wanted.iter().enumerate() {
+        out[first + j] = Some(finals[nf + w].clone());
+    }
+    for (w, &j) in wanted_xs.iter().enumerate() {
+        out[l.first_xs() + j] = Some(gxs[w].clone());
     }
     out
+}
+
+/// The trip count `e` of the loop `node` as a size, anchored to the
+/// operands and size dependencies that define its variables.
+fn trip_size(e: &SizeExpr, node: &Arc<Node>) -> SymInt {
+    let vars = e.vars();
+    let anchors = node
+        .inputs
+        .iter()
+        .chain(&node.size_deps)
+        .filter(|n| {
+            n.shape
+                .iter()
+                .any(|d| d.vars().iter().any(|v| vars.contains(v)))
+        })
+        .cloned()
+        .collect();
+    SymInt::new(e.clone(), anchors)
 }
 
 /// A copy of `t` that a vector-Jacobian product is taken with respect to.
@@ -175,9 +255,16 @@ fn grad_root(t: &Tensor) -> Tensor {
 /// new operands and ops have; `outer_deps` define the sizes it reads from
 /// outside (the loop node's size dependencies). Nodes the body recorded
 /// without gradients are recorded so again; the body's loops that
-/// gradients flow through save their carries.
+/// gradients flow through save their carries. A node in `saved` is the
+/// given value, with the node as recorded for its gradient history: its
+/// value is read, not computed, and gradients reach its operands.
 #[track_caller]
-pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>]) -> Vec<Tensor> {
+pub(super) fn instantiate(
+    l: &Loop,
+    params: &[Tensor],
+    outer_deps: &[Arc<Node>],
+    saved: &FxHashMap<usize, Tensor>,
+) -> Vec<Tensor> {
     let p = &l.body;
     let device = params
         .first()
@@ -248,7 +335,12 @@ pub(super) fn instantiate(l: &Loop, params: &[Tensor], outer_deps: &[Arc<Node>])
                     true => no_grad(make),
                     false => make(),
                 };
-                made.unwrap_or_else(|e| panic!("{e}"))
+                let made = made.unwrap_or_else(|e| panic!("{e}"));
+                match saved.get(&i) {
+                    Some(v) if made.requires_grad => v.node().with_grad_history(&made),
+                    Some(v) => v.node(),
+                    None => made,
+                }
             }
         };
         for (was, now) in pn.shape.iter().zip(&node.shape) {

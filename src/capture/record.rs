@@ -37,6 +37,12 @@ pub(super) fn record<F>(
 where
     F: FnMut(&[Tensor]) -> Vec<Tensor>,
 {
+    // The device random state the step may draw from exists before it
+    // (state of the step, not a tensor it creates).
+    let device = inputs
+        .first()
+        .map_or_else(crate::Device::default, |t| t.device().clone());
+    crate::tensor::prepare_random_state(&device);
     // Work pending before the step is not part of it.
     crate::mark_step()?;
     let first_new = next_tensor_id();

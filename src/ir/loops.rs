@@ -6,12 +6,19 @@
 //! # Operands and programs
 //!
 //! A loop node's operands are the initial carries, then (for a `fori_loop`
-//! whose trip count is a tensor) the trip count, then the captured values:
-//! every value from outside the body that the body or condition uses
-//! (parameters, boxes, ..), passed in explicitly (closure conversion).
-//! Both programs take the same parameters: the carries, then (for a
-//! `fori_loop`) the I64 counter, then the captured values. The body
-//! returns the new carries; the condition one Bool scalar.
+//! whose trip count is a tensor) the trip count, then the scanned values
+//! of a `scan` (`xs`), then the captured values: every value from outside
+//! the body that the body or condition uses (parameters, boxes, ..),
+//! passed in explicitly (closure conversion). Both programs take the same
+//! parameters: the carries, then (for a counted loop) the I64 counter,
+//! then one row of each scanned value, then the captured values. The body
+//! returns the new carries, then one row of each stacked output (a
+//! `scan`'s `ys`); the condition one Bool scalar.
+//!
+//! A trip count given as a dynamic size (`Trip::Size`, a `scan` over a
+//! dynamic dim) is one of the node's size arguments: the loop runs that
+//! many iterations, and its stacks (outputs, the carries saved for a
+//! gradient) have that size along dim 0.
 //!
 //! # Sizes
 //!
@@ -66,40 +73,72 @@ pub struct Loop {
     pub kind: LoopKind,
     /// The type of each carry, in order.
     pub carries: Vec<Carry>,
+    /// The number of scanned operands (a `scan`'s `xs`, after the trip
+    /// count): iteration `i` gets row `i` of each (along dim 0) as a
+    /// parameter, row `trip - 1 - i` when `reverse`.
+    pub xs: usize,
+    /// The type of each stacked output (static): the body returns one row
+    /// of each after the new carries, and the loop stacks them along a
+    /// new dim 0 (`[trip, ..]`), at the row its scanned operands were
+    /// read from.
+    pub ys: Vec<Carry>,
+    /// Iterations visit rows from the last to the first, and the counter
+    /// the programs get is the row (`trip - 1 - i`), as `jax.lax.scan`'s
+    /// `reverse`.
+    pub reverse: bool,
     /// `while_loop` only: the condition, one Bool scalar result.
     pub cond: Option<Program>,
-    /// The body: the new carries.
+    /// The body: the new carries, then the rows of the stacked outputs.
     pub body: Program,
-    /// The number of captured operands (after the carries and trip count).
+    /// The number of captured operands (after the scanned operands).
     pub captures: usize,
     /// Sizes of the enclosing program the programs read
-    /// (`VarSource::Arg(k)` is `outer_sizes[k]`): the node's size
-    /// arguments.
+    /// (`VarSource::Arg(k)` is `outer_sizes[k]`), and a trip count given
+    /// as a size ([`Trip::Size`]): the node's size arguments.
     pub outer_sizes: Vec<SizeExpr>,
     /// The checks the programs make, condition first, each in node order.
     pub checks: Vec<SizeCheck>,
     /// The body's nodes that stop gradients (recorded by `detach` or
-    /// under `no_grad` from values that carry gradients), by index: its
+    /// under `no_grad` from values that carry them), by index: its
     /// gradient instantiates them without gradients.
     pub grad_stops: Vec<usize>,
     /// A loop that [can](Loop::can_save_carries) and is recorded for a
     /// gradient (outside any body), or instantiated by one: it also
     /// returns the carries each iteration was given, stacked (`[trip, ..]`
-    /// per carry), as results `carries.len()..` (see `autograd::loops`).
+    /// per carry), then the values of `saved_nodes` in each iteration,
+    /// stacked, as results after the stacked outputs (see
+    /// `autograd::loops`).
     pub saves_carries: bool,
+    /// With `saves_carries`: the body's nodes (matrix products) whose
+    /// values each iteration the loop saves, so that its gradient reads
+    /// them instead of computing them again.
+    pub saved_nodes: Vec<usize>,
 }
 
 /// How a loop decides to go on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LoopKind {
-    /// `fori_loop`: the counter runs from 0 while it is below the trip
-    /// count: a constant, or (`None`) an I64 scalar operand.
+    /// `fori_loop` and `scan`: the counter runs from 0 while it is below
+    /// the trip count.
     Fori {
-        /// The static trip count.
-        trip: Option<i64>,
+        /// The trip count.
+        trip: Trip,
     },
     /// `while_loop`: runs while the condition holds.
     While,
+}
+
+/// The trip count of a counted loop.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Trip {
+    /// A constant.
+    Static(i64),
+    /// An I64 scalar operand (after the carries), known when the program
+    /// runs.
+    Operand,
+    /// The size `outer_sizes[k]` (a dynamic size with a bound): the
+    /// loop's stacks have that size.
+    Size(usize),
 }
 
 /// The type of one carry.
@@ -142,9 +181,10 @@ impl CarryDim {
 }
 
 impl Loop {
-    /// The user-facing name: `fori_loop` or `while_loop`.
+    /// The user-facing name: `fori_loop`, `scan` or `while_loop`.
     pub fn name(&self) -> &'static str {
         match self.kind {
+            LoopKind::Fori { .. } if self.xs > 0 || !self.ys.is_empty() => "scan",
             LoopKind::Fori { .. } => "fori_loop",
             LoopKind::While => "while_loop",
         }
@@ -152,7 +192,12 @@ impl Loop {
 
     /// True when the trip count is an operand (after the carries).
     pub fn trip_operand(&self) -> bool {
-        matches!(self.kind, LoopKind::Fori { trip: None })
+        matches!(
+            self.kind,
+            LoopKind::Fori {
+                trip: Trip::Operand
+            }
+        )
     }
 
     /// True when the programs take the counter (after the carries).
@@ -160,9 +205,20 @@ impl Loop {
         matches!(self.kind, LoopKind::Fori { .. })
     }
 
+    /// The position of the first scanned operand.
+    pub fn first_xs(&self) -> usize {
+        self.carries.len() + self.trip_operand() as usize
+    }
+
     /// The position of the first captured operand.
     pub fn first_capture(&self) -> usize {
-        self.carries.len() + self.trip_operand() as usize
+        self.first_xs() + self.xs
+    }
+
+    /// The position of the first row parameter of the programs (after
+    /// the carries and the counter).
+    pub fn first_row_param(&self) -> usize {
+        self.carries.len() + self.has_counter() as usize
     }
 
     /// The number of operands.
@@ -170,36 +226,84 @@ impl Loop {
         self.first_capture() + self.captures
     }
 
-    /// The number of results: the carries, and their stacks when the
-    /// loop saves them.
+    /// The number of results: the carries, the stacked outputs, and the
+    /// saved carries and node values when the loop saves them.
     pub fn results(&self) -> usize {
-        self.carries.len() * (1 + self.saves_carries as usize)
+        let saved = match self.saves_carries {
+            true => self.carries.len() + self.saved_nodes.len(),
+            false => 0,
+        };
+        self.carries.len() + self.ys.len() + saved
+    }
+
+    /// The length of the stacks (outputs, saved values) as a size: the
+    /// trip count (at least 0), unless it is an operand.
+    pub fn stack_len(&self) -> Option<SizeExpr> {
+        match &self.kind {
+            LoopKind::Fori {
+                trip: Trip::Static(n),
+            } => Some(SizeExpr::constant((*n).max(0))),
+            LoopKind::Fori {
+                trip: Trip::Size(k),
+            } => self.outer_sizes.get(*k).cloned(),
+            LoopKind::Fori {
+                trip: Trip::Operand,
+            }
+            | LoopKind::While => None,
+        }
     }
 
     /// True when the loop could save its carries (`saves_carries`): a
-    /// `fori_loop` with a static count of at least 1 and static carries.
+    /// counted loop whose count is a constant of at least 1 or a size,
+    /// with static carries.
     pub fn can_save_carries(&self) -> bool {
-        matches!(self.kind, LoopKind::Fori { trip: Some(n) } if n > 0)
+        let counted = match &self.kind {
+            LoopKind::Fori {
+                trip: Trip::Static(n),
+            } => *n > 0,
+            LoopKind::Fori {
+                trip: Trip::Size(_),
+            } => true,
+            LoopKind::Fori {
+                trip: Trip::Operand,
+            }
+            | LoopKind::While => false,
+        };
+        counted
             && self
                 .carries
                 .iter()
                 .all(|c| c.dims.iter().all(|d| !d.is_dynamic()))
     }
 
-    /// This loop, saving its carries.
+    /// This loop, saving its carries and the values of its body's float
+    /// matrix products of static shape (what its gradient would compute
+    /// again at the highest cost).
     pub fn saving_carries(&self) -> Loop {
+        let saved_nodes = self
+            .body
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                matches!(n.op, Op::Dot(_))
+                    && n.dtype.is_float()
+                    && n.shape.iter().all(|e| e.as_const().is_some())
+            })
+            .map(|(i, _)| i)
+            .collect();
         Loop {
             saves_carries: true,
+            saved_nodes,
             ..self.clone()
         }
     }
 
-    /// The static trip count of a loop that saves its carries.
-    pub fn saved_trip(&self) -> Option<i64> {
-        match (self.saves_carries, &self.kind) {
-            (true, LoopKind::Fori { trip: Some(n) }) => Some(*n),
-            _ => None,
-        }
+    /// The shape of a stack of rows of `row` dims: `[stack_len, row..]`.
+    fn stack_shape(&self, row: impl IntoIterator<Item = i64>) -> Option<Shape> {
+        let mut shape: Shape = smallvec::smallvec![self.stack_len()?];
+        shape.extend(row.into_iter().map(SizeExpr::constant));
+        Some(shape)
     }
 
     /// The type of result `k` of the loop node `l` (whose operands are
@@ -211,15 +315,24 @@ impl Loop {
                 format!("a loop with {} results has no result {k}", self.results()),
             )
         };
-        if k >= self.carries.len() {
-            // Saved carries: `[trip, ..]` of a static carry.
-            let (c, n) = match (self.carries.get(k - self.carries.len()), self.saved_trip()) {
-                (Some(c), Some(n)) => (c, n),
-                _ => return Err(missing()),
+        let nc = self.carries.len();
+        if k >= nc {
+            // Stacked outputs, saved carries, saved node values.
+            let j = k - nc;
+            let ny = self.ys.len();
+            let (dtype, row): (DType, Vec<i64>) = if j < ny {
+                let c = &self.ys[j];
+                (c.dtype, c.dims.iter().map(|d| d.bound()).collect())
+            } else if !self.saves_carries {
+                return Err(missing());
+            } else if let Some(c) = self.carries.get(j - ny) {
+                (c.dtype, c.dims.iter().map(|d| d.bound()).collect())
+            } else {
+                let i = *self.saved_nodes.get(j - ny - nc).ok_or_else(missing)?;
+                let n = &self.body.nodes[i];
+                (n.dtype, n.shape.iter().map(|e| e.hi()).collect())
             };
-            let mut shape: Shape = smallvec::smallvec![SizeExpr::constant(n)];
-            shape.extend(c.dims.iter().map(|d| SizeExpr::constant(d.bound())));
-            return Ok((c.dtype, shape));
+            return Ok((dtype, self.stack_shape(row).ok_or_else(missing)?));
         }
         let c = self.carries.get(k).ok_or_else(missing)?;
         let init = &l.inputs[k];
@@ -603,7 +716,32 @@ pub(crate) fn infer_while(l: &Loop, inputs: &[Arc<Node>]) -> Result<(DType, Shap
             ));
         }
     }
-    let first = l.carries.len() + l.has_counter() as usize;
+    let rows = l.first_row_param();
+    for (j, x) in inputs[l.first_xs()..l.first_capture()].iter().enumerate() {
+        let p = &l.body.nodes[l.body.params[rows + j]];
+        let want = l.stack_len();
+        let fits = p.dtype == x.dtype
+            && x.shape.len() == p.shape.len() + 1
+            && want.as_ref() == Some(&x.shape[0])
+            && p.shape
+                .iter()
+                .zip(&x.shape[1..])
+                .all(|(a, b)| a.as_const().is_some() && a == b);
+        if !fits {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "scanned value {j} is {}{}, the loop scans {} rows of {}{}",
+                    x.dtype,
+                    shape_string(&x.shape),
+                    want.map_or_else(|| "?".to_string(), |e| e.to_string()),
+                    p.dtype,
+                    shape_string(&p.shape)
+                ),
+            ));
+        }
+    }
+    let first = rows + l.xs;
     for (j, x) in inputs[l.first_capture()..].iter().enumerate() {
         let p = &l.body.nodes[l.body.params[first + j]];
         let fits = p.dtype == x.dtype

@@ -17,7 +17,7 @@
 //! introduces a size variable) and ends (dynamic operands, static result).
 //! The format is stable: snapshot tests depend on it.
 
-use super::loops::{Loop, LoopKind};
+use super::loops::{Loop, LoopKind, Trip};
 use super::op::{Lit, Op};
 use crate::dtype::DType;
 use crate::ir::program::Program;
@@ -290,10 +290,35 @@ impl Printer {
     fn loop_block(&mut self, l: &Loop, name: &str, operands: &[&str], depth: usize) {
         let pad = "  ".repeat(depth);
         let carries = l.carries.len();
-        let attrs = match (&l.kind, l.saves_carries) {
-            (LoopKind::Fori { trip: Some(n) }, false) => format!("[trip={n}]"),
-            (LoopKind::Fori { trip: Some(n) }, true) => format!("[trip={n} saves carries]"),
-            (LoopKind::Fori { trip: None } | LoopKind::While, _) => String::new(),
+        let mut attrs: Vec<String> = Vec::new();
+        match &l.kind {
+            LoopKind::Fori {
+                trip: Trip::Static(n),
+            } => attrs.push(format!("trip={n}")),
+            LoopKind::Fori {
+                trip: Trip::Size(k),
+            } => {
+                if let Some(e) = l.outer_sizes.get(*k) {
+                    attrs.push(format!("trip={}", self.names.expr(e)));
+                }
+            }
+            LoopKind::Fori {
+                trip: Trip::Operand,
+            }
+            | LoopKind::While => {}
+        }
+        if l.reverse {
+            attrs.push("reverse".into());
+        }
+        if l.saves_carries {
+            attrs.push("saves carries".into());
+        }
+        if !l.saved_nodes.is_empty() {
+            attrs.push(format!("saves nodes={:?}", l.saved_nodes));
+        }
+        let attrs = match attrs.is_empty() {
+            true => String::new(),
+            false => format!("[{}]", attrs.join(" ")),
         };
         let mut line = format!("{pad}{name} = {}{attrs}", l.name());
         if carries > 0 {
@@ -301,6 +326,13 @@ impl Printer {
         }
         if l.trip_operand() {
             let _ = write!(line, "; trip {}", operands[carries]);
+        }
+        if l.xs > 0 {
+            let _ = write!(
+                line,
+                "; scanning {}",
+                operands[l.first_xs()..l.first_capture()].join(" ")
+            );
         }
         if l.captures > 0 {
             let _ = write!(
@@ -319,6 +351,7 @@ impl Printer {
             let names = self.node_names(p);
             let mut params: Vec<usize> = p.params.clone();
             let captured = params.split_off(params.len() - l.captures);
+            let rows = params.split_off(params.len() - l.xs);
             let counter = match l.has_counter() {
                 true => params.split_off(carries),
                 false => Vec::new(),
@@ -327,6 +360,7 @@ impl Printer {
             for (label, list) in [
                 ("carries", params),
                 ("counter", counter),
+                ("rows", rows),
                 ("captured", captured),
             ] {
                 if !list.is_empty() {

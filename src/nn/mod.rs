@@ -31,23 +31,29 @@
 //! ```
 
 mod attention;
+mod cells;
 mod clip;
 mod conv;
+pub mod init;
 mod layers;
 mod loss;
 mod norm;
 mod pool;
+mod recurrent;
 mod state_dict;
 
 pub use attention::{scaled_dot_product_attention, MultiheadAttention};
+pub use cells::{GruCell, LstmCell, RnnCell};
 pub use clip::clip_grad_norm;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, Relu, Sequential, Sigmoid, Tanh};
 pub use loss::{
-    binary_cross_entropy_with_logits, cross_entropy, mse_loss, smooth_l1_loss, smooth_l1_loss_beta,
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss,
+    smooth_l1_loss, smooth_l1_loss_beta, Reduction,
 };
 pub use norm::{BatchNorm2d, GroupNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use recurrent::{Gru, Lstm, Rnn};
 pub use state_dict::load_state_dict;
 
 use crate::Tensor;
@@ -173,6 +179,49 @@ pub trait Module {
             .into_iter()
             .map(|(_, t)| t)
             .collect()
+    }
+
+    /// Applies the module to several inputs and gives several outputs, for
+    /// modules whose forward takes more than one tensor (PyTorch's
+    /// `forward(input, hidden)`): a recurrent layer takes `[x]`, `[x, h0]`
+    /// or `[x, h0, c0]` and gives `[output, h_n(, c_n)]`. The default
+    /// takes exactly one input through [`forward`](Module::forward).
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module};
+    /// use lazyxla::{DType, Tensor};
+    /// let layer = Linear::new(4, 2, 0);
+    /// let ys = layer.forward_many(&[Tensor::ones(&[3, 4], DType::F32)]);
+    /// assert_eq!(ys[0].shape_string(), "[3, 2]");
+    /// ```
+    #[track_caller]
+    fn forward_many(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        match inputs {
+            [x] => vec![self.forward(x)],
+            _ => panic!(
+                "forward_many: this module takes one input, {} were given",
+                inputs.len()
+            ),
+        }
+    }
+
+    /// Forgets the accumulated gradient of every parameter, as PyTorch's
+    /// `module.zero_grad()` (with `set_to_none=True`).
+    ///
+    /// ```
+    /// use lazyxla::nn::{Linear, Module};
+    /// use lazyxla::{DType, Tensor};
+    /// let layer = Linear::new(2, 1, 0);
+    /// layer.forward(&Tensor::ones(&[1, 2], DType::F32)).sum().backward();
+    /// assert!(layer.parameters()[0].grad().is_some());
+    /// layer.zero_grad();
+    /// assert!(layer.parameters().iter().all(|p| p.grad().is_none()));
+    /// ```
+    #[track_caller]
+    fn zero_grad(&self) {
+        for p in self.parameters() {
+            p.zero_grad();
+        }
     }
 
     /// Switches training (`true`, every module's initial mode) or

@@ -18,7 +18,7 @@ use super::dim::ResolveDim;
 use super::{grad_mode, record, size_deps_for, SymInt, Tensor};
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::ir::loops::{self, carry_type, Loop, LoopKind};
+use crate::ir::loops::{self, carry_type, Carry, Loop, LoopKind, Trip as LoopTrip};
 use crate::ir::node::{shape_string, Inputs};
 use crate::ir::{Node, Op};
 use crate::symint::{Shape, SizeExpr, VarRef};
@@ -26,16 +26,18 @@ use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::Arc;
 
-/// How many times a [`fori_loop`] runs: a static count (`usize`, `i64`,
-/// `i32`), or one known only when the program runs (a dynamic
-/// [`SymInt`], or an integer scalar tensor). A count below 1 runs the
-/// body never.
+/// How many times a [`fori_loop`] or [`scan`](crate::scan) runs: a static
+/// count (`usize`, `i64`, `i32`), or one known only when the program
+/// runs (a dynamic [`SymInt`], or an integer scalar tensor). A count
+/// below 1 runs the body never.
 #[derive(Debug)]
-pub struct TripCount(Trip);
+pub struct TripCount(pub(super) Trip);
 
 #[derive(Debug)]
-enum Trip {
+pub(super) enum Trip {
     Static(i64),
+    /// A dynamic size: bounded, and the stacks of the loop have it.
+    Sym(SymInt),
     Tensor(Tensor),
 }
 
@@ -62,13 +64,7 @@ impl From<&SymInt> for TripCount {
     fn from(n: &SymInt) -> TripCount {
         match n.as_static() {
             Some(c) => TripCount(Trip::Static(c)),
-            None => {
-                let deps = size_deps_for(std::slice::from_ref(&n.expr), &n.anchors);
-                let t =
-                    Tensor::try_apply_on(Op::SizeOf(n.expr.clone()), &[], deps, &Device::default())
-                        .unwrap_or_else(|e| panic!("{e}"));
-                TripCount(Trip::Tensor(t))
-            }
+            None => TripCount(Trip::Sym(n.clone())),
         }
     }
 }
@@ -183,21 +179,17 @@ pub fn fori_loop(
     init: &[Tensor],
     body: impl FnOnce(&Tensor, &[Tensor]) -> Vec<Tensor>,
 ) -> Vec<Tensor> {
-    let op = "fori_loop";
-    let (trip, trip_tensor) = match n.into().0 {
-        Trip::Static(n) => (Some(n), None),
-        Trip::Tensor(t) => (None, Some(t)),
+    let spec = LoopSpec {
+        op: "fori_loop",
+        trip: Some(n.into().0),
+        xs: &[],
+        reverse: false,
     };
-    record_loop(
-        op,
-        LoopKind::Fori { trip },
-        init,
-        trip_tensor.as_ref(),
-        |carries, counter| {
-            let i = counter.expect("a fori_loop has a counter");
-            (None, body(i, carries))
-        },
-    )
+    record_loop(spec, init, |carries, counter, _| {
+        let i = counter.expect("a fori_loop has a counter");
+        (None, body(i, carries), Vec::new())
+    })
+    .0
 }
 
 /// Runs `body` while `cond` holds, on the device: `while cond(carry) {
@@ -230,10 +222,17 @@ pub fn while_loop(
     cond: impl FnOnce(&[Tensor]) -> Tensor,
     body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
 ) -> Vec<Tensor> {
-    record_loop("while_loop", LoopKind::While, init, None, |carries, _| {
+    let spec = LoopSpec {
+        op: "while_loop",
+        trip: None,
+        xs: &[],
+        reverse: false,
+    };
+    record_loop(spec, init, |carries, _, _| {
         let c = cond(carries);
-        (Some(c), body(carries))
+        (Some(c), body(carries), Vec::new())
     })
+    .0
 }
 
 /// Restores the tracing depth when a body returns or panics.
@@ -245,31 +244,53 @@ impl Drop for DepthGuard {
     }
 }
 
+/// What kind of loop [`record_loop`] records.
+pub(super) struct LoopSpec<'a> {
+    /// The user-facing name, for messages.
+    pub op: &'static str,
+    /// The trip count of a counted loop; `None` for a `while_loop`.
+    pub trip: Option<Trip>,
+    /// Scanned values: the body gets one row of each (dim 0 is the trip
+    /// count, the others static).
+    pub xs: &'a [Tensor],
+    /// Rows from the last to the first.
+    pub reverse: bool,
+}
+
+/// What the closures returned: the condition, the new carries and the
+/// rows of the stacked outputs.
+type TraceOut = (Option<Tensor>, Vec<Tensor>, Vec<Tensor>);
+
 /// Records a loop: traces `trace` (condition and body on the
-/// placeholders), checks what it returned, and builds the loop node and
-/// its results.
+/// placeholders: carries, counter, rows), checks what it returned, and
+/// builds the loop node; returns its final carries and stacked outputs.
 #[track_caller]
-fn record_loop(
-    op: &'static str,
-    kind: LoopKind,
+pub(super) fn record_loop(
+    spec: LoopSpec<'_>,
     init: &[Tensor],
-    trip: Option<&Tensor>,
-    trace: impl FnOnce(&[Tensor], Option<&Tensor>) -> (Option<Tensor>, Vec<Tensor>),
-) -> Vec<Tensor> {
+    trace: impl FnOnce(&[Tensor], Option<&Tensor>, &[Tensor]) -> TraceOut,
+) -> (Vec<Tensor>, Vec<Tensor>) {
+    let op = spec.op;
+    let trip_tensor = match &spec.trip {
+        Some(Trip::Tensor(t)) => Some(t),
+        _ => None,
+    };
     let device = init
         .first()
-        .or(trip)
+        .or(trip_tensor)
+        .or(spec.xs.first())
         .map_or_else(Device::default, |t| t.device().clone());
-    for t in init.iter().chain(trip) {
+    for t in init.iter().chain(trip_tensor).chain(spec.xs) {
         if !t.device().same(&device) {
             panic!(
-                "{op}: the initial carries live on different devices ({} and {}); move them with `to_device`",
+                "{op}: the initial carries and scanned values live on different devices ({} and {}); move them with `to_device`",
                 device.name(),
                 t.device().name()
             );
         }
     }
     let init_nodes: Vec<Arc<Node>> = init.iter().map(|t| t.node()).collect();
+    let xs_nodes: Vec<Arc<Node>> = spec.xs.iter().map(|t| t.node()).collect();
 
     // Placeholders: each carry with a variable of its own per dynamic dim.
     let depth = DEPTH.with(|d| {
@@ -278,7 +299,11 @@ fn record_loop(
     });
     let guard = DepthGuard(depth);
     let mut dim_vars: Vec<Vec<Option<VarRef>>> = Vec::with_capacity(init.len());
-    let mut params: Vec<Arc<Node>> = Vec::with_capacity(init.len() + 1);
+    let mut params: Vec<Arc<Node>> = Vec::with_capacity(init.len() + 1 + spec.xs.len());
+    // Every float carry may carry a gradient in the body: a gradient can
+    // reach it through the loop even when its initial value needs none,
+    // and a `detach` inside the body must show.
+    let grad = |dtype: DType| grad_mode::grad_enabled() && dtype.is_float();
     for n in &init_nodes {
         let vars: Vec<Option<VarRef>> = n
             .shape
@@ -291,23 +316,28 @@ fn record_loop(
             .zip(&vars)
             .map(|(e, v)| v.clone().map_or_else(|| e.clone(), SizeExpr::var))
             .collect();
-        // Every float carry may carry a gradient in the body: a gradient
-        // can reach it through the loop even when its initial value needs
-        // none, and a `detach` inside the body must show.
-        let grad = grad_mode::grad_enabled() && n.dtype.is_float();
-        params.push(loops::placeholder(op, n.dtype, shape, depth, grad));
+        params.push(loops::placeholder(op, n.dtype, shape, depth, grad(n.dtype)));
         dim_vars.push(vars);
     }
-    let counter = matches!(kind, LoopKind::Fori { .. })
+    let counter = spec
+        .trip
+        .is_some()
         .then(|| loops::placeholder(op, DType::I64, Shape::new(), depth, false));
     params.extend(counter.iter().cloned());
-    let carries: Vec<Tensor> = params[..init.len()]
-        .iter()
-        .map(|p| Tensor::from_node(p.clone(), &device))
-        .collect();
+    for x in &xs_nodes {
+        let row: Shape = x.shape[1..].iter().cloned().collect();
+        params.push(loops::placeholder(op, x.dtype, row, depth, grad(x.dtype)));
+    }
+    let handles = |ps: &[Arc<Node>]| -> Vec<Tensor> {
+        ps.iter()
+            .map(|p| Tensor::from_node(p.clone(), &device))
+            .collect()
+    };
+    let carries = handles(&params[..init.len()]);
+    let rows = handles(&params[params.len() - xs_nodes.len()..]);
     let counter_t = counter.map(|c| Tensor::from_node(c, &device));
-    let (cond, results) = trace(&carries, counter_t.as_ref());
-    drop((carries, counter_t));
+    let (cond, results, ys) = trace(&carries, counter_t.as_ref(), &rows);
+    drop((carries, counter_t, rows));
     drop(guard);
 
     // What the closures returned.
@@ -329,6 +359,21 @@ fn record_loop(
     {
         changes.push(check_carry(op, k, x, r, vars));
     }
+    let y_nodes: Vec<Arc<Node>> = ys.iter().map(|t| t.node()).collect();
+    let y_types: Vec<Carry> = y_nodes
+        .iter()
+        .enumerate()
+        .map(|(j, y)| {
+            if y.is_dynamic() {
+                panic!(
+                    "{op}: output {j} of the body is {}{}; a stacked output needs static sizes: `pad_to_bound(fill)` it, or return it as a carry",
+                    y.dtype,
+                    shape_string(&y.shape)
+                );
+            }
+            carry_type(y.dtype, &y.shape, &vec![None; y.shape.len()])
+        })
+        .collect();
     let mut roots: Vec<Vec<Arc<Node>>> = Vec::new();
     if let Some(c) = &cond {
         let n = c.node();
@@ -341,57 +386,96 @@ fn record_loop(
         }
         roots.push(vec![n]);
     }
-    roots.push(result_nodes);
+    roots.push(result_nodes.into_iter().chain(y_nodes).collect());
     let traced = loops::trace(op, depth, &params, &roots).unwrap_or_else(|e| panic!("{e}"));
-    drop((roots, params, results, cond));
+    drop((roots, params, results, ys, cond));
 
     let grad_stops = traced.grad_stops.last().cloned().unwrap_or_default();
     let mut programs = traced.programs.into_iter();
-    let cond = match kind {
-        LoopKind::While => programs.next(),
-        LoopKind::Fori { .. } => None,
+    let cond = match spec.trip {
+        None => programs.next(),
+        Some(_) => None,
     };
     let body = programs.next().expect("a body program");
     let mut checks: Vec<_> = cond.iter().flat_map(|c| c.checks()).collect();
     checks.extend(body.checks());
+    let mut outer_sizes = traced.outer_sizes;
+    let mut size_deps = traced.size_deps;
+    let (kind, trip_tensor) = match spec.trip {
+        None => (LoopKind::While, None),
+        Some(Trip::Static(n)) => (
+            LoopKind::Fori {
+                trip: LoopTrip::Static(n),
+            },
+            None,
+        ),
+        Some(Trip::Tensor(t)) => (
+            LoopKind::Fori {
+                trip: LoopTrip::Operand,
+            },
+            Some(t),
+        ),
+        Some(Trip::Sym(n)) => {
+            for d in size_deps_for(std::slice::from_ref(&n.expr), &n.anchors) {
+                if !size_deps.iter().any(|x| Arc::ptr_eq(x, &d)) {
+                    size_deps.push(d);
+                }
+            }
+            outer_sizes.push(n.expr.clone());
+            (
+                LoopKind::Fori {
+                    trip: LoopTrip::Size(outer_sizes.len() - 1),
+                },
+                None,
+            )
+        }
+    };
     let mut lp = Loop {
         grad_stops,
         saves_carries: false,
+        saved_nodes: Vec::new(),
         kind,
         carries: init_nodes
             .iter()
             .zip(&changes)
             .map(|(n, ch)| carry_type(n.dtype, &n.shape, ch))
             .collect(),
+        xs: xs_nodes.len(),
+        ys: y_types,
+        reverse: spec.reverse,
         cond,
         body,
         captures: traced.captures.len(),
-        outer_sizes: traced.outer_sizes,
+        outer_sizes,
         checks,
     };
     // A loop recorded for a gradient saves the carries of each iteration
     // for the backward pass, as JAX's scan saves its residuals. Inside a
     // body it does not: a gradient instantiates the body anew (with
     // saving loops), and this one's stacks would go unused.
-    lp.saves_carries = depth == 1
-        && lp.can_save_carries()
-        && grad_mode::grad_enabled()
-        && (init.iter().any(|t| t.is_requires_grad())
-            || traced.captures.iter().any(|c| c.requires_grad));
+    let needs_grad = init.iter().chain(spec.xs).any(|t| t.is_requires_grad())
+        || traced.captures.iter().any(|c| c.requires_grad);
+    if depth == 1 && lp.can_save_carries() && grad_mode::grad_enabled() && needs_grad {
+        lp = lp.saving_carries();
+    }
+    let (nc, ny) = (lp.carries.len(), lp.ys.len());
     let mut inputs: Inputs = init.iter().map(|t| t.input_node()).collect();
-    inputs.extend(trip.map(|t| t.input_node()));
+    inputs.extend(trip_tensor.map(|t| t.input_node()));
+    inputs.extend(spec.xs.iter().map(|t| t.input_node()));
     inputs.extend(traced.captures);
-    let node = loop_node(Op::While(Arc::new(lp)), inputs, traced.size_deps)
-        .unwrap_or_else(|e| panic!("{e}"));
-    (0..init.len())
-        .map(|index| {
-            let mut ins = Inputs::new();
-            ins.push(node.clone());
-            let r = record(Op::LoopResult { index }, ins, SmallVec::new())
-                .unwrap_or_else(|e| panic!("{e}"));
-            Tensor::from_node(r, &device)
-        })
-        .collect()
+    let node =
+        loop_node(Op::While(Arc::new(lp)), inputs, size_deps).unwrap_or_else(|e| panic!("{e}"));
+    let result = |index: usize| {
+        let mut ins = Inputs::new();
+        ins.push(node.clone());
+        let r = record(Op::LoopResult { index }, ins, SmallVec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        Tensor::from_node(r, &device)
+    };
+    (
+        (0..nc).map(result).collect(),
+        (nc..nc + ny).map(result).collect(),
+    )
 }
 
 /// Records a loop node: gradients flow through it when they flow

@@ -258,6 +258,23 @@ impl Tensor {
         }
     }
 
+    /// True (Bool) where the element is infinite (either sign), as
+    /// `torch.isinf`; false everywhere for integer and bool tensors.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![f32::NAN, 1.0, f32::NEG_INFINITY, f32::INFINITY], &[4]).unwrap();
+    /// assert_eq!(x.isinf().to_vec::<bool>().unwrap(), vec![false, false, true, true]);
+    /// ```
+    #[track_caller]
+    pub fn isinf(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().eq_scalar(f64::INFINITY)
+        } else {
+            self.full_like_dtype(0.0, DType::Bool)
+        }
+    }
+
     /// True (Bool) where the element is neither infinite nor NaN; true
     /// everywhere for integer and bool tensors.
     ///

@@ -215,6 +215,41 @@ impl Tensor {
         self.reshape(&[-1])
     }
 
+    /// Dims `start..=end` merged into one, as `torch.flatten(x,
+    /// start_dim, end_dim)` (negative dims count from the end); dynamic
+    /// sizes multiply. A scalar becomes `[1]`.
+    ///
+    /// ```
+    /// use lazyxla::{DType, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4, 5], DType::F32);
+    /// assert_eq!(x.flatten_dims(1, 2).shape_string(), "[2, 12, 5]");
+    /// assert_eq!(x.flatten_dims(1, -1).shape_string(), "[2, 60]");
+    /// assert_eq!(x.flatten_dims(0, 0).shape_string(), "[2, 3, 4, 5]");
+    /// ```
+    #[track_caller]
+    pub fn flatten_dims(&self, start: impl DimIndex, end: impl DimIndex) -> Tensor {
+        let shape = self.shape_exprs();
+        if shape.is_empty() {
+            return self.reshape(&[1]);
+        }
+        let s = start.resolve("flatten_dims", &shape);
+        let e = end.resolve("flatten_dims", &shape);
+        if s > e {
+            panic!(
+                "flatten_dims: start dim {s} comes after end dim {e} (shape {})",
+                shape_string(&shape)
+            );
+        }
+        let sizes = self.sizes();
+        let merged = sizes[s..=e]
+            .iter()
+            .fold(SymInt::from(1i64), |acc, d| &acc * d);
+        let mut out: Vec<SymInt> = sizes[..s].to_vec();
+        out.push(merged);
+        out.extend_from_slice(&sizes[e + 1..]);
+        self.reshape_sym(&out)
+    }
+
     /// Dimensions reordered: output dim `i` is input dim `perm[i]`.
     ///
     /// ```
@@ -540,5 +575,49 @@ impl Tensor {
         };
         let len = end.saturating_sub(start);
         Tensor::apply(Op::Slice { dim: d, start, len }, &[self], SmallVec::new())
+    }
+
+    /// The elements from `start` to `end` along `dim`, as Python's
+    /// `x[start:end]` where the bounds may be sizes known only when the
+    /// program runs (`x[:n]` with `n = lengths.size(0)`, a `SymInt`). The
+    /// bounds are clamped to `[0, size]` (an `end` before `start` gives no
+    /// elements), so it never fails; a negative static bound counts from
+    /// the end. The result's size along `dim` is `end - start`, dynamic
+    /// when a bound is, and one program serves every value. Gradients flow
+    /// back to the selected elements.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![5i64, 6, 7, 8, 9], &[5]).unwrap();
+    /// let kept = x.gt_scalar(6.5).nonzero().flatten(); // [<=5], 3 real
+    /// let n = kept.size(0); // a size known when the program runs: 3
+    /// let head = x.slice_sym(0, 0, &n); // x[:n]
+    /// assert_eq!(head.size(0).to_string(), "<=5");
+    /// assert_eq!(head.to_vec::<i64>().unwrap(), [5, 6, 7]);
+    /// assert_eq!(x.slice_sym(0, 1, &n + 10).to_vec::<i64>().unwrap(), [6, 7, 8, 9]);
+    /// assert_eq!(x.slice_sym(0, -2, 5).to_vec::<i64>().unwrap(), [8, 9]);
+    /// ```
+    #[track_caller]
+    pub fn slice_sym(
+        &self,
+        dim: impl DimIndex,
+        start: impl Into<SymInt>,
+        end: impl Into<SymInt>,
+    ) -> Tensor {
+        let shape = self.shape_exprs();
+        let d = dim.resolve("slice_sym", &shape);
+        let size = self.size(d);
+        let wrap = |b: SymInt| match b.as_static() {
+            Some(v) if v < 0 => &size + v,
+            _ => b,
+        };
+        let start = wrap(start.into()).max(0).min(&size);
+        let end = wrap(end.into()).min(&size).max(&start);
+        let len = &end - &start;
+        if let (Some(s), Some(l)) = (start.as_static(), len.as_static()) {
+            return self.narrow(d, s as usize, l as usize);
+        }
+        let index = &Tensor::arange_sym(&len) + &Tensor::scalar_sym(&start);
+        self.index_select(d, &index)
     }
 }

@@ -326,6 +326,11 @@ impl Case<'_> {
             .unwrap_or_else(|| panic!("case {} has no argument {key}", self.name))
     }
 
+    /// A word argument (`reduction=mean` gives `"mean"`).
+    pub fn text(&self, key: &str) -> &str {
+        self.param(key)
+    }
+
     /// Integer arguments (`stride=2,1` gives `[2, 1]`).
     pub fn ints(&self, key: &str) -> Vec<i64> {
         self.param(key)

@@ -7,7 +7,7 @@
 //! are snapped.
 
 use super::{snapped, threshold};
-use lazyxla::{fori_loop, while_loop, DType, Tensor};
+use lazyxla::{fori_loop, scan, while_loop, DType, Tensor};
 
 /// A loop over the float `x`; `k` picks the kind.
 pub fn looped(x: &Tensor, k: u8) -> Tensor {
@@ -111,4 +111,40 @@ pub fn looped_body(x: &Tensor, dynamic: bool, ops: &[u8]) -> Tensor {
         vec![v]
     });
     out[0].clone()
+}
+
+/// A `scan` over the float `x`: `k % 3` picks the body (0 a running
+/// tanh recurrence, 1 a running sum that also stacks the counter, 2 a
+/// running product with a captured mean), `k / 3` the rows: those of `x`
+/// (a static count, or the dynamic one of a dynamic `x`), or its
+/// snapped-positive elements, a dynamic count, with the stacked outputs
+/// cut to their first half by `slice_sym`.
+pub fn scanned(x: &Tensor, k: u8) -> Tensor {
+    let xs = match k / 3 {
+        0 => match x.rank() == 2 && !x.size(1).is_dynamic() {
+            true => x.clone(),
+            false => x.flatten().unsqueeze(1),
+        },
+        _ => {
+            let v = x.flatten();
+            v.masked_select(&snapped(&v).gt_scalar(threshold(-1.0)))
+                .unsqueeze(1)
+        }
+    };
+    let n = xs.size(0);
+    let cols = xs.upper_bounds()[1];
+    let mean = x.mean();
+    let init = Tensor::zeros(&[cols], DType::F32);
+    let (fin, ys) = scan(&n, &[init], std::slice::from_ref(&xs), |i, c, r| {
+        let fi = i.to_dtype(DType::F32);
+        let h = match k % 3 {
+            0 => (&(&c[0] * 0.5) + &r[0]).tanh(),
+            1 => &(&c[0] + &r[0]) + &fi,
+            _ => &(&c[0] * &mean) + &(&r[0] * 0.5),
+        };
+        (vec![h.clone()], vec![&h * 2.0])
+    });
+    let half = n.div_floor(2);
+    let head = ys[0].slice_sym(0, 0, &half);
+    &head.sum() + &fin[0].sum()
 }

@@ -7,12 +7,19 @@
 //! body on its parameters, sizes re-applied with `set_dimension_size`.
 //! The state, in order:
 //!
-//! - `fori_loop`: the i64 counter, then the trip count when it is an
-//!   operand; `while_loop`: the condition's value for the current carries
-//!   (computed once before the loop, then at the end of each iteration,
-//!   so the condition's size checks update the state like the body's);
-//! - each carry (buffer, sizes); each captured value (buffer, sizes);
-//! - the loop's outer sizes (i32 scalars);
+//! - `fori_loop` and `scan`: the i64 counter, then the trip count when it
+//!   is an operand; `while_loop`: the condition's value for the current
+//!   carries (computed once before the loop, then at the end of each
+//!   iteration, so the condition's size checks update the state like the
+//!   body's);
+//! - each carry (buffer, sizes); each stack: the stacked outputs, then
+//!   (a loop that saves them) the saved carries and node values, each
+//!   `[bound, ..]` at the trip count's bound, written at the iteration's
+//!   row with `dynamic_update_slice`; each scanned value (buffer, sizes),
+//!   whose row the body reads with `dynamic_slice`; each captured value
+//!   (buffer, sizes);
+//! - the loop's outer sizes (i32 scalars), among them a trip count given
+//!   as a size;
 //! - when the programs make size checks, their status: the first failed
 //!   check (its index among the loop's checks, or -1) and its two sizes.
 //!   A failed check stops the loop; after it, each of the loop's checks
@@ -23,7 +30,7 @@
 use super::emit::{result_name, Elt, Ty, V};
 use super::Ctx;
 use crate::error::{Error, Result};
-use crate::ir::loops::{Carry, Loop, LoopKind};
+use crate::ir::loops::{Carry, Loop, LoopKind, Trip};
 use crate::ir::program::Program;
 use crate::ir::CmpOp;
 
@@ -35,11 +42,14 @@ type Check = (V, V, V);
 
 /// Where each part of a loop's state sits.
 struct Layout {
-    /// The counter (fori) or the condition's value (while), at 0.
+    /// The trip count, when it is an operand (the counter, or the
+    /// condition's value, is at 0).
     trip: Option<usize>,
     carries: Vec<usize>,
-    /// The saved carries' stacks, when the loop saves them.
+    /// The stacks: stacked outputs, then the saved carries and node values
+    /// when the loop saves them.
     stacks: Vec<usize>,
+    xs: Vec<usize>,
     captures: Vec<usize>,
     outer: usize,
     status: Option<usize>,
@@ -56,7 +66,16 @@ fn carry_ty(c: &Carry) -> Ty {
     Ty::fixed(Elt::of(c.dtype), &dims)
 }
 
-fn layout(l: &Loop, captured: &[Ty]) -> Layout {
+/// The number of stacks of loop `l`.
+fn stack_count(l: &Loop) -> usize {
+    l.ys.len()
+        + match l.saves_carries {
+            true => l.carries.len() + l.saved_nodes.len(),
+            false => 0,
+        }
+}
+
+fn layout(l: &Loop, xs: &[Ty], captured: &[Ty]) -> Layout {
     let mut at = 1;
     let trip = l.trip_operand().then(|| {
         at += 1;
@@ -71,10 +90,8 @@ fn layout(l: &Loop, captured: &[Ty]) -> Layout {
         .iter()
         .map(|c| place(c.dims.iter().filter(|d| d.is_dynamic()).count()))
         .collect();
-    let stacks = match l.saves_carries {
-        true => l.carries.iter().map(|_| place(0)).collect(),
-        false => Vec::new(),
-    };
+    let stacks = (0..stack_count(l)).map(|_| place(0)).collect();
+    let xs = xs.iter().map(|t| place(dynamic_dims(t))).collect();
     let captures = captured.iter().map(|t| place(dynamic_dims(t))).collect();
     let outer = at;
     at += l.outer_sizes.len();
@@ -86,6 +103,7 @@ fn layout(l: &Loop, captured: &[Ty]) -> Layout {
         trip,
         carries,
         stacks,
+        xs,
         captures,
         outer,
         status,
@@ -124,12 +142,14 @@ impl Ctx<'_> {
 
     /// Lowers program `p` of a loop into the current region on `params`
     /// (static buffers and sizes) and the loop's outer sizes; returns its
-    /// outputs and its checks (holds, lhs, rhs).
+    /// outputs (then the values of its nodes `extra`) and its checks
+    /// (holds, lhs, rhs).
     fn nested(
         &mut self,
         p: &Program,
         params: Vec<(V, Vec<V>)>,
         outer: &[V],
+        extra: &[usize],
     ) -> Result<(Vec<V>, Vec<Check>)> {
         let b = std::mem::replace(&mut self.b, super::emit::Builder::new());
         let mut inner = Ctx::new(b, p);
@@ -138,6 +158,7 @@ impl Ctx<'_> {
         let outputs = inner.lower_nodes().and_then(|()| {
             p.outputs
                 .iter()
+                .chain(extra)
                 .map(|&o| inner.value(o))
                 .collect::<Result<Vec<_>>>()
         });
@@ -195,7 +216,7 @@ impl Ctx<'_> {
             .as_ref()
             .ok_or_else(|| Error::internal("pjrt lowering", "a while loop without a condition"))?;
         let params = carries.iter().chain(captured).cloned().collect();
-        let (out, checks) = self.nested(cond, params, outer)?;
+        let (out, checks) = self.nested(cond, params, outer, &[])?;
         let mut go = out[0].clone();
         let status = status.map(|s| self.update_status(s, &checks, 0));
         if let Some(s) = &status {
@@ -210,6 +231,10 @@ impl Ctx<'_> {
     pub(super) fn while_loop(&mut self, l: &Loop, ins: &[V]) -> Result<V> {
         let k = l.carries.len();
         let carries: Vec<(V, Vec<V>)> = ins[..k].iter().map(|x| self.state_parts(x)).collect();
+        let xs: Vec<(V, Vec<V>)> = ins[l.first_xs()..l.first_capture()]
+            .iter()
+            .map(|x| self.state_parts(x))
+            .collect();
         let captured: Vec<(V, Vec<V>)> = ins[l.first_capture()..]
             .iter()
             .map(|x| self.state_parts(x))
@@ -235,15 +260,10 @@ impl Ctx<'_> {
             state.push(buf.clone());
             state.extend(sizes.iter().cloned());
         }
-        if let Some(n) = l.saved_trip() {
-            for c in &l.carries {
-                let mut ty = carry_ty(c);
-                ty.dims.insert(0, n);
-                ty.dynamic.insert(0, false);
-                state.push(self.b.splat(0.0, &ty));
-            }
+        for ty in self.stack_types(l)? {
+            state.push(self.b.splat(0.0, &ty));
         }
-        for (buf, sizes) in &captured {
+        for (buf, sizes) in xs.iter().chain(&captured) {
             state.push(buf.clone());
             state.extend(sizes.iter().cloned());
         }
@@ -251,11 +271,10 @@ impl Ctx<'_> {
         if let Some((at, lhs, rhs)) = &status {
             state.extend([at.clone(), lhs.clone(), rhs.clone()]);
         }
-        let captured_tys: Vec<Ty> = ins[l.first_capture()..]
-            .iter()
-            .map(|x| x.ty.clone())
-            .collect();
-        let lay = layout(l, &captured_tys);
+        let tys_of = |vs: &[V]| -> Vec<Ty> { vs.iter().map(|x| x.ty.clone()).collect() };
+        let xs_tys = tys_of(&ins[l.first_xs()..l.first_capture()]);
+        let captured_tys = tys_of(&ins[l.first_capture()..]);
+        let lay = layout(l, &xs_tys, &captured_tys);
         let tys: Vec<Ty> = state.iter().map(|v| v.ty.clone()).collect();
         debug_assert_eq!(tys.len(), lay.len);
 
@@ -266,14 +285,10 @@ impl Ctx<'_> {
             lay.status
                 .map(|s| (args[s].clone(), args[s + 1].clone(), args[s + 2].clone()))
         };
-        let go = match l.kind {
+        let go = match &l.kind {
             LoopKind::While => args[0].clone(),
             LoopKind::Fori { trip } => {
-                let n = match (trip, lay.trip) {
-                    (Some(n), _) => self.b.scalar(n as f64, Elt::I64),
-                    (None, Some(t)) => args[t].clone(),
-                    (None, None) => return Err(Error::internal("pjrt lowering", "no trip count")),
-                };
+                let n = self.trip_value(trip, &args, &lay)?;
                 let mut go = self.b.cmp(CmpOp::Lt, &args[0], &n);
                 if let Some(s) = status_of(&args) {
                     let ok = self.status_ok(&s);
@@ -300,6 +315,12 @@ impl Ctx<'_> {
                 (args[at].clone(), args[at + 1..at + 1 + n].to_vec())
             })
             .collect();
+        let xs: Vec<(V, Vec<V>)> = lay
+            .xs
+            .iter()
+            .zip(&xs_tys)
+            .map(|(&at, t)| part(at, t))
+            .collect();
         let captured: Vec<(V, Vec<V>)> = lay
             .captures
             .iter()
@@ -307,34 +328,78 @@ impl Ctx<'_> {
             .map(|(&at, t)| part(at, t))
             .collect();
         let outer: Vec<V> = args[lay.outer..lay.outer + l.outer_sizes.len()].to_vec();
-        // Row `i` of each stack: the carries this iteration is given.
-        let stacks: Vec<V> = lay
-            .stacks
-            .iter()
-            .zip(&carries)
-            .map(|(&at, (buf, _))| {
-                let stack = &args[at];
-                let mut row = stack.ty.clone();
-                row.dims[0] = 1;
-                let row = self.b.reshape(buf, row);
-                let i = self.b.convert(&args[0], Elt::I32);
-                let zero = self.b.i32c(0);
-                let mut operands = vec![stack, &row, &i];
-                operands.extend(std::iter::repeat_n(&zero, row.ty.rank() - 1));
-                self.b
-                    .op("dynamic_update_slice", &operands, "", stack.ty.clone())
-            })
-            .collect();
-        let mut params = carries;
+        // The row this iteration reads and writes: the counter, or from
+        // the end.
+        let row = match (&l.kind, l.reverse) {
+            (LoopKind::Fori { trip }, true) => {
+                let n = self.trip_value(trip, &args, &lay)?;
+                let one = self.b.scalar(1.0, Elt::I64);
+                let last = self.b.bin("subtract", &n, &one);
+                self.b.bin("subtract", &last, &args[0])
+            }
+            _ => args[0].clone(),
+        };
+        let row32 = self.b.convert(&row, Elt::I32);
+        let zero = self.b.i32c(0);
+        let mut params = carries.clone();
         if l.has_counter() {
-            params.push((args[0].clone(), Vec::new()));
+            params.push((row.clone(), Vec::new()));
+        }
+        let first_row = l.first_row_param();
+        for (j, (buf, _)) in xs.iter().enumerate() {
+            let p = &l.body.nodes[l.body.params[first_row + j]];
+            let mut one = buf.ty.clone();
+            one.dims[0] = 1;
+            one.dynamic = smallvec::smallvec![false; one.rank()];
+            let mut operands = vec![buf, &row32];
+            operands.extend(std::iter::repeat_n(&zero, one.rank() - 1));
+            let attrs = format!("slice_sizes = {}", super::emit::arr(&one.dims));
+            let dims: Vec<i64> = p.shape.iter().map(|e| e.hi()).collect();
+            let row_ty = Ty::fixed(Elt::of(p.dtype), &dims);
+            // A value of no rows (a count of 0): the body never runs, and
+            // no row can be sliced from it.
+            let x = match buf.ty.dims[0] {
+                0 => self.b.splat(0.0, &row_ty),
+                _ => {
+                    let slice = self.b.op("dynamic_slice", &operands, &attrs, one);
+                    self.b.reshape(&slice, row_ty)
+                }
+            };
+            params.push((x, Vec::new()));
         }
         params.extend(captured.iter().cloned());
-        let (outs, checks) = self.nested(&l.body, params, &outer)?;
+        let (outs, checks) = self.nested(&l.body, params, &outer, &l.saved_nodes)?;
         let new: Vec<(V, Vec<V>)> = outs
             .iter()
             .zip(&l.carries)
             .map(|(x, c)| self.carry_parts(x, c))
+            .collect();
+        // Rows written into the stacks: the outputs, then the carries this
+        // iteration was given and the saved nodes' values.
+        let mut rows: Vec<V> = outs[k..].iter().map(|x| self.padded(x, None)).collect();
+        if l.saves_carries {
+            let saved_nodes = rows.split_off(l.ys.len());
+            rows.extend(carries.iter().map(|(buf, _)| buf.clone()));
+            rows.extend(saved_nodes);
+        }
+        let stacks: Vec<V> = lay
+            .stacks
+            .iter()
+            .zip(&rows)
+            .map(|(&at, x)| {
+                let stack = &args[at];
+                if stack.ty.dims[0] == 0 {
+                    // No rows to write (a count of 0: never runs).
+                    return stack.clone();
+                }
+                let mut one = stack.ty.clone();
+                one.dims[0] = 1;
+                let one = self.b.reshape(x, one);
+                let mut operands = vec![stack, &one, &row32];
+                operands.extend(std::iter::repeat_n(&zero, one.ty.rank() - 1));
+                self.b
+                    .op("dynamic_update_slice", &operands, "", stack.ty.clone())
+            })
             .collect();
         let first_body_check = l.cond.as_ref().map_or(0, |c| c.checks().len());
         let mut status = status_of(&args).map(|s| self.update_status(s, &checks, first_body_check));
@@ -358,7 +423,7 @@ impl Ctx<'_> {
             yielded.extend(sizes.iter().cloned());
         }
         yielded.extend(stacks);
-        for (buf, sizes) in &captured {
+        for (buf, sizes) in xs.iter().chain(&captured) {
             yielded.push(buf.clone());
             yielded.extend(sizes.iter().cloned());
         }
@@ -383,6 +448,46 @@ impl Ctx<'_> {
         })
     }
 
+    /// The trip count of a counted loop as an i64, inside a region whose
+    /// arguments are `args`.
+    fn trip_value(&mut self, trip: &Trip, args: &[V], lay: &Layout) -> Result<V> {
+        Ok(match (trip, lay.trip) {
+            (Trip::Static(n), _) => self.b.scalar(*n as f64, Elt::I64),
+            (Trip::Operand, Some(t)) => args[t].clone(),
+            (Trip::Size(k), _) => self.b.convert(&args[lay.outer + k], Elt::I64),
+            (Trip::Operand, None) => return Err(Error::internal("pjrt lowering", "no trip count")),
+        })
+    }
+
+    /// The static types of loop `l`'s stacks, at the trip count's bound.
+    fn stack_types(&mut self, l: &Loop) -> Result<Vec<Ty>> {
+        if stack_count(l) == 0 {
+            return Ok(Vec::new());
+        }
+        let n = l
+            .stack_len()
+            .ok_or_else(|| Error::internal("pjrt lowering", "stacks without a trip count"))?;
+        let stacked = |dtype, dims: &mut dyn Iterator<Item = i64>| {
+            let mut all = vec![n.hi().max(0)];
+            all.extend(dims);
+            Ty::fixed(Elt::of(dtype), &all)
+        };
+        let mut tys: Vec<Ty> =
+            l.ys.iter()
+                .map(|c| stacked(c.dtype, &mut c.dims.iter().map(|d| d.bound())))
+                .collect();
+        if l.saves_carries {
+            for c in &l.carries {
+                tys.push(stacked(c.dtype, &mut c.dims.iter().map(|d| d.bound())));
+            }
+            for &i in &l.saved_nodes {
+                let p = &l.body.nodes[i];
+                tys.push(stacked(p.dtype, &mut p.shape.iter().map(|e| e.hi())));
+            }
+        }
+        Ok(tys)
+    }
+
     /// Result `index` of the loop node `node` (lowered to `token`), given
     /// the dynamic sizes of its type `ty`.
     pub(super) fn loop_result(
@@ -400,20 +505,35 @@ impl Ctx<'_> {
                 "a loop result of a non-loop node",
             ));
         };
-        let captured: Vec<Ty> = n.inputs[l.first_capture()..]
-            .iter()
-            .map(|&j| self.ty(j))
-            .collect();
-        let lay = layout(l, &captured);
+        let tys = |from: usize, to: usize| -> Vec<Ty> {
+            n.inputs[from..to].iter().map(|&j| self.ty(j)).collect()
+        };
+        let xs = tys(l.first_xs(), l.first_capture());
+        let captured = tys(l.first_capture(), n.inputs.len());
+        let lay = layout(l, &xs, &captured);
         let k = l.carries.len();
         if index >= k {
-            let at = lay.stacks.get(index - k).copied().ok_or_else(|| {
-                Error::internal("pjrt lowering", "a saved carry of a loop that saves none")
-            })?;
-            return Ok(V {
+            let at =
+                lay.stacks.get(index - k).copied().ok_or_else(|| {
+                    Error::internal("pjrt lowering", "a loop result past its stacks")
+                })?;
+            let mut buf_ty = ty.clone();
+            buf_ty.dynamic = smallvec::smallvec![false; ty.rank()];
+            let buf = V {
                 name: result_name(&token.name, lay.len, at).into(),
-                ty: ty.clone(),
-            });
+                ty: buf_ty,
+            };
+            // A stack as long as a dynamic trip count.
+            let size = match &l.kind {
+                LoopKind::Fori {
+                    trip: Trip::Size(j),
+                } => Some(V {
+                    name: result_name(&token.name, lay.len, lay.outer + j).into(),
+                    ty: Ty::scalar(Elt::I32),
+                }),
+                _ => None,
+            };
+            return Ok(self.redyn(buf, ty, &[size]));
         }
         let c = &l.carries[index];
         let at = lay.carries[index];
