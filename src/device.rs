@@ -545,7 +545,7 @@ impl Device {
 
     /// The device of SPMD programs over `devices` (a mesh's, in order):
     /// partition `p` runs on `devices[p]`, and a value on it is split
-    /// over them by its sharding (`crate::sharding`). The same devices
+    /// over them by its sharding (the `sharding` module). The same devices
     /// give the same device. Errors as [`Device::replicated`].
     pub(crate) fn spmd(devices: &[Device], op: &'static str) -> crate::Result<Device> {
         Device::group(devices, true, op)

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["device"],
     &["runtime"],
     &["tensor"],
-    &["autograd", "capture", "optim", "safetensors"],
+    &["autograd", "capture", "optim", "safetensors", "sharding"],
     &["nn", "parallel", "vision"],
 ];
 

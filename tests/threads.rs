@@ -1,6 +1,6 @@
 //! Several threads: each training its own model on its own device of one
 //! client, and several sharing one model under a lock; both give what
-//! one thread gives (DESIGN.md, "Threads").
+//! one thread gives (DESIGN.md, "Diagnostics and failures", Threads).
 
 mod common;
 

@@ -26,7 +26,7 @@ pub(crate) enum Storage {
     /// `Backend::replicas`): replica `r`'s is on the backend's device `r`.
     Replicas(Box<[DeviceBuffer]>),
     /// A value split over the devices of an SPMD backend (see
-    /// `crate::sharding`): the sharding, and per device its piece
+    /// the `sharding` module): the sharding, and per device its piece
     /// (the piece of partition `p` is `parts[p]`, padded to the shard
     /// shape). The reference backend, which runs the unpartitioned
     /// program, keeps one part: the whole value.

@@ -171,7 +171,7 @@ pub(crate) trait Backend: Send + Sync {
 
     /// How many partitions run each program: `n` for an SPMD backend
     /// (one program split over its `n` devices by the values'
-    /// shardings, `crate::sharding`), else 1.
+    /// shardings, the `sharding` module), else 1.
     fn partitions(&self) -> usize {
         1
     }

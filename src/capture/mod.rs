@@ -59,16 +59,11 @@ use crate::Result;
 use smallvec::SmallVec;
 use std::sync::{Arc, Weak};
 
-thread_local! {
-    /// True while this thread runs a step function being recorded.
-    static RECORDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// True while a captured step is being recorded on this thread, for code
 /// whose eager form would make a constant of the recording (Dropout's
 /// per-call seed).
 pub(crate) fn is_recording() -> bool {
-    RECORDING.with(|r| r.get())
+    crate::tensor::capture_mode::capture_recording()
 }
 
 /// Runs `f` with [`is_recording`] true (reset even if `f` panics).
@@ -76,10 +71,10 @@ fn recording<R>(f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {
-            RECORDING.with(|r| r.set(self.0));
+            crate::tensor::capture_mode::set_capture_recording(self.0);
         }
     }
-    let _reset = Reset(RECORDING.with(|r| r.replace(true)));
+    let _reset = Reset(crate::tensor::capture_mode::set_capture_recording(true));
     f()
 }
 

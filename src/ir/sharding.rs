@@ -10,8 +10,8 @@
 //! replicated group of `replicas` devices, XLA's
 //! `last_tile_dim_replicate`).
 
-/// How a value is split over the devices of a mesh (see the [module
-/// docs](crate::sharding)): the number of pieces along each dimension
+/// How a value is split over the devices of a mesh (see the `sharding`
+/// module's docs): the number of pieces along each dimension
 /// and which device holds which piece.
 ///
 /// ```

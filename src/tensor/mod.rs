@@ -1,6 +1,7 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
 mod bucket;
+pub(crate) mod capture_mode;
 mod collective;
 mod control_flow;
 mod conv;

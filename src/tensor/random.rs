@@ -6,7 +6,7 @@
 //! values are identical on every backend) on a seed that advances with
 //! every draw. Outside a captured step the seed is a fresh scalar per
 //! draw (`manual_seed`'s value mixed with a draw counter); while a step
-//! is recorded ([`capture`](crate::capture)) it is device state of the
+//! is recorded (`capture`) it is device state of the
 //! step (one I64 scalar per device) that the step's program advances, so
 //! every replay draws new numbers. [`manual_seed`] resets both, so a run
 //! is reproducible.
@@ -86,7 +86,7 @@ pub(crate) fn prepare_random_state(device: &Device) -> Tensor {
 /// The seed of the next draw on `device` (an I64 scalar there).
 #[track_caller]
 pub(crate) fn next_seed(device: &Device) -> Tensor {
-    if crate::capture::is_recording() {
+    if super::capture_mode::capture_recording() {
         let state = prepare_random_state(device);
         // A new handle on the current value: `assign` changes the state
         // and its clones.

@@ -250,7 +250,7 @@ pub(super) fn output_shardings(
 
 /// What a failed compile of a sharded `program` means, when XLA's
 /// `message` is the one its dynamic padder gives for a split dynamic dim
-/// (measured on both CPU plugins, see `crate::sharding::dynamic`): the
+/// (measured on both CPU plugins, see the `sharding::dynamic` module): the
 /// constraints that split one, by node, dim and bound.
 pub(super) fn explain(program: &crate::ir::program::Program, message: &str) -> Option<String> {
     if !message.contains("Dynamic dimension propagation") {
