@@ -96,3 +96,49 @@ backend_test! {
         let _ = DType::F32;
     }
 }
+
+/// True on a backend that donates (XLA, unless `LAZYXLA_PJRT_DONATE=0`).
+fn donates() -> bool {
+    lazyxla::Device::default().name().starts_with("pjrt")
+        && std::env::var("LAZYXLA_PJRT_DONATE").as_deref() != Ok("0")
+}
+
+backend_test! {
+    fn with_buckets_a_dropped_cache_is_extended_in_its_own_buffer() {
+        let _b = Buckets::on(4, 64);
+        let before = counter("DonatedBuffer");
+        let cache = grow(40, 64);
+        let donated = counter("DonatedBuffer") - before;
+        assert_eq!(cache.to_vec::<f32>().unwrap(), expected(40));
+        // Each step's program appends the row into the buffer of the cache
+        // it was given, which nothing else holds: XLA writes it in place.
+        if donates() {
+            assert!(donated >= 35, "{donated} of 40 steps appended in place");
+        } else {
+            assert_eq!(donated, 0);
+        }
+    }
+}
+
+backend_test! {
+    fn with_buckets_a_cache_still_held_keeps_its_value_when_extended() {
+        let _b = Buckets::on(4, 64);
+        let before = counter("DonatedBuffer");
+        let start: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let mut cache = Tensor::from_vec(start, &[1, 3, 4])
+            .unwrap()
+            .mark_dynamic(1, 64);
+        let mut kept = Vec::new();
+        for step in 0..12 {
+            let row = Tensor::from_vec(vec![100.0 + step as f32; 4], &[1, 1, 4]).unwrap();
+            kept.push(cache.clone());
+            cache = Tensor::cat(&[&cache, &row], 1).with_bound(1, 64);
+            mark_step().unwrap();
+        }
+        assert_eq!(counter("DonatedBuffer") - before, 0, "a held cache is never donated");
+        for (step, old) in kept.iter().enumerate() {
+            assert_eq!(old.to_vec::<f32>().unwrap(), expected(step));
+        }
+        assert_eq!(cache.to_vec::<f32>().unwrap(), expected(12));
+    }
+}

@@ -36,12 +36,13 @@ for line in open(sys.argv[1]):
     by.setdefault(f[2], []).append({k: float(v) for k, v in (kv.split("=") for kv in f[3:])})
 med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in by.items()}
 for s, m in med.items():
-    extra = "".join(f"  {k} {m[k]:g}" for k in ("first_ms", "compiles", "cache_ratio", "compile_ms") if k in m)
+    extra = "".join(f"  {k} {m[k]:g}" for k in ("cpu_ms_per_token", "first_ms", "compiles", "cache_ratio", "compile_ms") if k in m)
     print(f"gpt2 {s:8} prefill {m['prefill_ms']:8.1f} ms  per token {m['ms_per_token']:7.2f} ms{extra}  ({len(by[s])} rounds)")
 for s in ("lazyxla", "fixed"):
     for peer in ("hf", "jax"):
         if s in med and peer in med:
             a, b = med[s], med[peer]
-            print(f"RATIO {s}/{peer}: per token {a['ms_per_token']/b['ms_per_token']:.2f}x  prefill {a['prefill_ms']/b['prefill_ms']:.2f}x")
+            cpu = a.get("cpu_ms_per_token", 0) / b.get("cpu_ms_per_token", float("inf"))
+            print(f"RATIO {s}/{peer}: per token {a['ms_per_token']/b['ms_per_token']:.2f}x  prefill {a['prefill_ms']/b['prefill_ms']:.2f}x  CPU per token {cpu:.2f}x")
 PY
 rm -f "$out"

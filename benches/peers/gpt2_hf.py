@@ -5,7 +5,7 @@ Usage: python gpt2_hf.py MODEL_DIR [--prompt-len 128] [--new 128] [--rounds 3]
 (with benches/peers/python_torch.sh's Python; MODEL_DIR from gpt2_make.py).
 Prints one line
 
-    RESULT gpt2 hf prefill_ms=<f> ms_per_token=<f> total_ms=<f>
+    RESULT gpt2 hf prefill_ms=<f> ms_per_token=<f> total_ms=<f> cpu_ms_per_token=<f>
 
 `model.generate` (greedy, float32, the default dynamic KV cache, 2 torch
 threads, under `torch.inference_mode()`) on one prompt whose token i is
@@ -46,23 +46,29 @@ mask = torch.ones_like(prompt)
 
 
 def generate(new):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = model.generate(prompt, attention_mask=mask, do_sample=False,
                          max_new_tokens=new)
+    cpu_ms.append((time.process_time() - c0) * 1e3)
     return (time.perf_counter() - t0) * 1e3, out[0, args.prompt_len:]
+
+
+cpu_ms = []
 
 
 with torch.inference_mode():
     generate(args.new)
-    prefill, total = [], []
+    prefill, total, cpu = [], [], []
     for _ in range(args.rounds):
         prefill.append(generate(1)[0])
         ms, tokens = generate(args.new)
         total.append(ms)
+        cpu.append((cpu_ms[-1] - cpu_ms[-2]) / (args.new - 1))
 
 assert len(tokens) == args.new
 p, t = statistics.median(prefill), statistics.median(total)
 print(f"torch {torch.__version__} transformers {transformers.__version__} "
       f"safetensors {safetensors.__version__} threads {torch.get_num_threads()}", file=sys.stderr)
 print("tokens[:32]", tokens[:32].tolist(), file=sys.stderr)
-print(f"RESULT gpt2 hf prefill_ms={p:.3f} ms_per_token={(t - p) / (args.new - 1):.3f} total_ms={t:.3f}")
+print(f"RESULT gpt2 hf prefill_ms={p:.3f} ms_per_token={(t - p) / (args.new - 1):.3f} total_ms={t:.3f} "
+      f"cpu_ms_per_token={statistics.median(cpu):.3f}")

@@ -6,7 +6,7 @@ Usage: python gpt2_jax.py MODEL_DIR [--prompt-len 128] [--new 128]
 (with benches/peers/python.sh's Python; MODEL_DIR from gpt2_make.py).
 Prints one line
 
-    RESULT gpt2 jax prefill_ms=<f> ms_per_token=<f> total_ms=<f> compile_ms=<f>
+    RESULT gpt2 jax prefill_ms=<f> ms_per_token=<f> total_ms=<f> compile_ms=<f> cpu_ms_per_token=<f>
 
 The weights come from MODEL_DIR/model.safetensors (read with numpy); the
 KV cache is static, `[layers, batch, heads, max_len, head_dim]` for keys
@@ -132,14 +132,18 @@ def empty_cache():
 def generate(params, prompt, new):
     """Returns (ms, tokens): the prefill and new - 1 decode steps."""
     ck, cv = empty_cache()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     tok, ck, cv = prefill(params, prompt, ck, cv)
     toks = [tok]
     for t in range(args.prompt_len, args.prompt_len + new - 1):
         tok, ck, cv = decode(params, tok, ck, cv, np.int32(t))
         toks.append(tok)
     tokens = np.concatenate([np.asarray(t) for t in toks])
+    cpu_ms.append((time.process_time() - c0) * 1e3)
     return (time.perf_counter() - t0) * 1e3, tokens
+
+
+cpu_ms = []
 
 
 params = jax.block_until_ready(load_params())
@@ -147,15 +151,16 @@ prompt = jnp.asarray([[(1000 + 7919 * i) % V for i in range(args.prompt_len)]], 
 generate(params, prompt, 2)
 compile_ms = _compile_s[0] * 1e3
 generate(params, prompt, args.new)
-prefill_ms, total = [], []
+prefill_ms, total, cpu = [], [], []
 for _ in range(args.rounds):
     prefill_ms.append(generate(params, prompt, 1)[0])
     ms, tokens = generate(params, prompt, args.new)
     total.append(ms)
+    cpu.append((cpu_ms[-1] - cpu_ms[-2]) / (args.new - 1))
 
 p, t = statistics.median(prefill_ms), statistics.median(total)
 print(f"jax {jax.__version__} numpy {np.__version__} devices {jax.devices()} "
       f"cpus {len(os.sched_getaffinity(0))}", file=sys.stderr)
 print("tokens[:32]", tokens[:32].tolist(), file=sys.stderr)
 print(f"RESULT gpt2 jax prefill_ms={p:.3f} ms_per_token={(t - p) / (args.new - 1):.3f} "
-      f"total_ms={t:.3f} compile_ms={compile_ms:.1f}")
+      f"total_ms={t:.3f} compile_ms={compile_ms:.1f} cpu_ms_per_token={statistics.median(cpu):.3f}")

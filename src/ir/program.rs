@@ -53,9 +53,11 @@ pub(crate) struct Program {
     /// Indices into `vars` whose values are returned.
     pub size_outputs: Vec<usize>,
     /// Aliased parameters: `(parameter, output)` pairs, by position in
-    /// `params` and `outputs`, sorted and each position at most once: the
-    /// old value of a tensor the program updates and its new value, of
-    /// one dtype and static shape. A backend that donates writes the
+    /// `params` and `outputs`, sorted and each position at most once, of
+    /// one dtype and buffer shape: the old value of a tensor the program
+    /// updates and its new value (static), or a dynamic value and the
+    /// `cat` that extends it in the same buffer (`runtime::donation`,
+    /// extensions). A backend that donates writes the
     /// output into the parameter's buffer when an execution donates it
     /// (`ExecArgs::donate`, what the runtime proved nobody reads after
     /// the program starts), and into fresh memory otherwise (DESIGN.md

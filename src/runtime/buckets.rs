@@ -13,7 +13,9 @@
 //! into a buffer of `buffer_for(bucket(b - 1))`, so a value that grows by
 //! one element a step (a cache that `cat`s the new key) keeps one buffer,
 //! and one program, for a whole bucket; the step's program narrows it to
-//! the bucket as it reads it. A buffer of another length (a value that
+//! the bucket as it reads it, and appends the new element in that same
+//! buffer, in place when it is donated (`runtime::donation`, extensions).
+//! A buffer of another length (a value that
 //! crossed into the next bucket) is copied into one of the bucket's length
 //! first. The tensor layer applies the rule to leaves
 //! (`tensor::bucket`); the sync applies it to results

@@ -161,14 +161,23 @@ impl Traced<'_> {
     /// those this execution donates (see `runtime::donation`); called
     /// before [`Traced::compute_key`].
     pub fn donate(&mut self, roots: &[Arc<Node>], holders: &super::donation::Holders) {
-        let choice = super::donation::choose(
-            &self.order,
-            &self.index,
-            &self.params,
-            &self.params_data,
-            roots,
-            holders,
-        );
+        let out_buffers: Vec<Vec<usize>> = (0..self.outputs.len())
+            .map(
+                |k| match self.output_buffers.iter().find(|(q, _)| *q == k) {
+                    Some((_, dims)) => dims.clone(),
+                    None => self.order[self.outputs[k]].bounds(),
+                },
+            )
+            .collect();
+        let graph = super::donation::Graph {
+            order: &self.order,
+            index: &self.index,
+            params: &self.params,
+            params_data: &self.params_data,
+            out_buffers: &out_buffers,
+            checked: self.checked,
+        };
+        let choice = super::donation::choose(&graph, roots, holders);
         self.aliases = choice.aliases;
         self.donated = choice.donate;
     }

@@ -25,12 +25,20 @@
 //!   has been deleted or donated" error); an aliased argument that is not
 //!   donated keeps its value and the result gets fresh memory (XLA's copy
 //!   protection).
-//! - **What is aliased** depends on the graph alone (a tensor rebound to
-//!   result `j` was `assign`ed over the data leaf that is parameter `k`,
-//!   both static with one dtype and shape), so every step of one structure
-//!   has the same pairs and compiles once, donating or not. Pending work
-//!   computed in the same program may read the old value (XLA orders the
-//!   read first).
+//! - **What is aliased** depends on the graph alone, so every step of one
+//!   structure has the same pairs and compiles once, donating or not:
+//!   - *updates*: a tensor rebound to result `j` was `assign`ed over the
+//!     data leaf that is parameter `k`, both static with one dtype and
+//!     shape;
+//!   - *extensions*: result `j` is (through size checks) a `cat` along a
+//!     dynamic dim whose first part is parameter `k`, whose buffer has the
+//!     shape of result `j`'s (bucketed bounds give a cache that grows a
+//!     step one buffer per bucket). The lowering appends the later parts
+//!     in that buffer (`lower/backing.rs`); donated, XLA writes them in
+//!     place and the step never copies the cache.
+//!
+//!   Pending work computed in the same program may read the old value
+//!   (XLA orders the read first).
 //! - **Captured steps.** The recording's sync aliases as a lazy step does;
 //!   the variant notes each aliased parameter that is the old value of a
 //!   tensor it assigns (`Variant::donations`). A replay donates one when
@@ -38,13 +46,15 @@
 //!   (`Tensor::holds_alone`, the test its in-place result binding makes).
 //!   Replicated steps (`DataParallel`) donate the same argument positions
 //!   on every replica.
-//! - **When not.** A program with run-time size checks aliases nothing: a
-//!   failed check gives the assigned tensors their old values back, which
-//!   needs the old buffers (choosing this over `select(checks_ok, new,
-//!   old)` per result keeps the lowering as it is; such steps keep their
-//!   old memory cost). Dynamic-shaped state, the reference backend
-//!   (`Backend::donates` is false), and `LAZYXLA_PJRT_DONATE=0` (for
-//!   comparisons) alias nothing.
+//! - **When not.** A program with run-time size checks aliases no update
+//!   and donates no `assign`ed old value: a failed check gives the
+//!   assigned tensors their old values back, which needs the old buffers
+//!   (choosing this over `select(checks_ok, new, old)` per result keeps
+//!   the lowering as it is; such steps keep their old memory cost). An
+//!   extension's parameter that nothing holds is never given back, so it
+//!   is donated with checks too (a decode step's cache is capped by a
+//!   checked `with_bound`). The reference backend (`Backend::donates` is
+//!   false) and `LAZYXLA_PJRT_DONATE=0` (for comparisons) alias nothing.
 //! - **After the start.** A donated parameter's device data is marked
 //!   (`DeviceData::mark_donated`): any later use is an error, never a read
 //!   of a deleted buffer. Such a use can only come from another thread
@@ -57,7 +67,7 @@
 //! Counted by `DonatedBuffer`.
 
 use super::device_data::DeviceData;
-use crate::ir::Node;
+use crate::ir::{Node, Op};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -92,28 +102,52 @@ pub(super) struct Choice {
     pub donate: smallvec::SmallVec<[usize; 4]>,
 }
 
+/// The traced graph a sync's program is made from (see `canonical`).
+pub(super) struct Graph<'a> {
+    pub order: &'a [&'a Arc<Node>],
+    pub index: &'a FxHashMap<*const Node, usize>,
+    /// The parameters, by node position, and their data.
+    pub params: &'a [usize],
+    pub params_data: &'a [Arc<DeviceData>],
+    /// The shape of the buffer each root is written into.
+    pub out_buffers: &'a [Vec<usize>],
+    /// The program makes run-time size checks.
+    pub checked: bool,
+}
+
 /// Chooses what a sync's program aliases and donates (see [`Choice`]).
-/// `order` and `index` are the traced graph (see `canonical`).
-pub(super) fn choose(
-    order: &[&Arc<Node>],
-    index: &FxHashMap<*const Node, usize>,
-    params: &[usize],
-    params_data: &[Arc<DeviceData>],
-    roots: &[Arc<Node>],
-    holders: &Holders,
-) -> Choice {
+pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choice {
+    let (order, index, params, params_data) = (g.order, g.index, g.params, g.params_data);
     let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
-    for (j, old) in &holders.updates {
-        let (Some(&i), Some(root)) = (index.get(&Arc::as_ptr(old)), roots.get(*j)) else {
-            continue;
-        };
-        let Some(k) = params.iter().position(|&p| p == i) else {
+    let param_of = |n: &Arc<Node>| {
+        let &i = index.get(&Arc::as_ptr(n))?;
+        params.iter().position(|&p| p == i).map(|k| (k, i))
+    };
+    // A failed check gives assigned tensors their old values back: a
+    // checked program aliases no update, and never donates an old value.
+    let olds: Vec<usize> = holders
+        .updates
+        .iter()
+        .filter_map(|(_, old)| param_of(old).map(|(k, _)| k))
+        .collect();
+    for (j, old) in holders.updates.iter().filter(|_| !g.checked) {
+        let (Some((k, i)), Some(root)) = (param_of(old), roots.get(*j)) else {
             continue;
         };
         let is_static = old.shape.iter().all(|e| e.as_const().is_some());
         let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == *j);
         if is_static && !taken && root.dtype == old.dtype && root.shape == old.shape {
             pairs.push((k, *j, i));
+        }
+    }
+    for (j, root) in roots.iter().enumerate() {
+        let Some((k, i)) = extended(root).and_then(param_of) else {
+            continue;
+        };
+        let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == j);
+        let same_buffer = g.out_buffers.get(j).map(|b| &b[..]) == Some(params_data[k].bounds());
+        if !taken && !olds.contains(&k) && same_buffer && root.dtype == order[i].dtype {
+            pairs.push((k, j, i));
         }
     }
     pairs.sort_unstable();
@@ -136,6 +170,23 @@ pub(super) fn choose(
         .map(|&(k, _, _)| k)
         .collect();
     Choice { aliases, donate }
+}
+
+/// The value `root` extends in its buffer: `root` is, through size
+/// checks, a `cat` along a dynamic dim whose first part is that value (a
+/// cache that grows a step: the lowering appends in place, `lower/backing.rs`).
+fn extended(root: &Arc<Node>) -> Option<&Arc<Node>> {
+    let mut n = root;
+    while let Op::Guard { .. } = n.op {
+        n = n.inputs.first()?;
+    }
+    match n.op {
+        Op::Concat { dim } => {
+            let first = n.inputs.first()?;
+            first.shape.get(dim)?.as_const().is_none().then_some(first)
+        }
+        _ => None,
+    }
 }
 
 /// Per node of the graph: true when something outside the sync may read

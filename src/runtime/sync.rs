@@ -394,9 +394,10 @@ fn run(
         let mut traced = trace_unkeyed(outputs, include, size_requests)?;
         traced.write_outputs_into(output_bounds);
         // A failed size check gives the step's assigned tensors their old
-        // values back, so a program with checks donates nothing.
+        // values back, so a program with checks donates none of those
+        // (`donation::choose`).
         match holders {
-            Some(h) if !traced.checked && device.backend().donates() => traced.donate(outputs, h),
+            Some(h) if device.backend().donates() => traced.donate(outputs, h),
             _ => {}
         }
         traced.compute_key();

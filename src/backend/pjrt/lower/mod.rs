@@ -59,6 +59,7 @@
 //!
 //! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
+mod backing;
 mod collective;
 mod conv;
 mod dynamic;
@@ -121,6 +122,9 @@ pub(super) struct Ctx<'p> {
     swapped: HashMap<usize, reduce::Swapped>,
     /// What is known of each value's padding, by SSA name (`padding`).
     pads: HashMap<std::rc::Rc<str>, padding::Padding>,
+    /// The static buffer at whose front each value's elements sit, by
+    /// SSA name, where known (`backing`).
+    backing: HashMap<std::rc::Rc<str>, V>,
     /// The variables whose zones are lowered as masks, with their first
     /// defining node (`masked`).
     masked: HashMap<u64, usize>,
@@ -207,7 +211,9 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         // `bound` elements along each such dim.
         for d in 0..ty.rank() {
             if data.ty.dims[d] > ty.dims[d] {
-                data = ctx.b.slice(&data, d, 0, ty.dims[d]);
+                let read = ctx.b.slice(&data, d, 0, ty.dims[d]);
+                ctx.keep_backing(&data, &read);
+                data = read;
             }
         }
         let sizes: Vec<V> = (0..ty.rank())
@@ -243,6 +249,9 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         if let Some((_, dims)) = program.output_buffers.iter().find(|(q, _)| *q == k) {
             // A bucketed result: its bucket's buffer is longer than the
             // bound (the padding is never read).
+            if let Some(w) = ctx.result_from_backing(&v, &s, dims) {
+                s = w;
+            }
             for (d, &want) in dims.iter().enumerate() {
                 let have = s.ty.dims[d];
                 if (want as i64) > have {
@@ -307,7 +316,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
 
 /// Each donated parameter (`Program::aliases`) with the position of its
 /// result among the function's results (a result is followed by one size
-/// per dynamic dimension). Both must be static and of one type.
+/// per dynamic dimension). Both must have one type and buffer shape.
 fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(program.aliases.len());
     for &(k, o) in &program.aliases {
@@ -315,12 +324,22 @@ fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
             return Err(Error::internal("pjrt lowering", "an alias out of range"));
         };
         let (pn, rn) = (&program.nodes[p], &program.nodes[r]);
-        let is_static =
-            |n: &crate::ir::program::PNode| n.shape.iter().all(|e| e.as_const().is_some());
-        if pn.dtype != rn.dtype || pn.shape != rn.shape || !is_static(pn) {
+        // The buffers must match: a dynamic value's is its bound, or its
+        // bucket's buffer (an appended cache and the cache it extends).
+        let buffer =
+            |n: &crate::ir::program::PNode, given: &[(usize, Vec<usize>)], q: usize| match given
+                .iter()
+                .find(|(j, _)| *j == q)
+            {
+                Some((_, dims)) => dims.clone(),
+                None => n.shape.iter().map(|e| e.hi().max(0) as usize).collect(),
+            };
+        if pn.dtype != rn.dtype
+            || buffer(pn, &program.param_buffers, k) != buffer(rn, &program.output_buffers, o)
+        {
             return Err(Error::internal(
                 "pjrt lowering",
-                "a donated parameter and its result differ in type or are not static",
+                "a donated parameter and its result differ in type or buffer shape",
             ));
         }
         let position = program.outputs[..o]
@@ -346,6 +365,7 @@ impl<'p> Ctx<'p> {
             var_args: Vec::new(),
             checks: Vec::new(),
             pads: HashMap::new(),
+            backing: HashMap::new(),
             swapped: reduce::swapped_dots(program),
             masked: masked::masked_vars(program),
             masks: HashMap::new(),
@@ -367,7 +387,9 @@ impl<'p> Ctx<'p> {
                 if ty.dynamic[d] {
                     let s = sizes.next().expect("one size per dynamic dim");
                     let s = self.clamp_size(&s, ty.dims[d]);
-                    v = self.b.set_size(&v, d, &s, true);
+                    let sized = self.b.set_size(&v, d, &s, true);
+                    self.keep_backing(&v, &sized);
+                    v = sized;
                 }
             }
             self.params.insert(p, v);
@@ -676,7 +698,9 @@ impl Ctx<'_> {
         for d in 0..x.ty.rank() {
             if x.ty.dynamic[d] {
                 let bound = self.b.i32c(x.ty.dims[d]);
-                s = self.b.set_size(&s, d, &bound, false);
+                let full = self.b.set_size(&s, d, &bound, false);
+                self.keep_backing(&s, &full);
+                s = full;
             }
         }
         match (fill, mask) {
@@ -699,7 +723,9 @@ impl Ctx<'_> {
                     None => self.b.i32c(ty.dims[d]),
                 };
                 let s = self.clamp_size(&s, ty.dims[d]);
-                v = self.b.set_size(&v, d, &s, true);
+                let sized = self.b.set_size(&v, d, &s, true);
+                self.keep_backing(&v, &sized);
+                v = sized;
             }
         }
         v
@@ -736,6 +762,15 @@ impl Ctx<'_> {
                 [one] => (*one).clone(),
                 _ => self.b.concat(&refs, dim, ty.bound()),
             };
+            return self.redyn(out, ty, &sizes);
+        }
+        if let Some((full, size)) = self.append_in_place(ins, &parts, dim) {
+            let mut out = full.clone();
+            if full.ty.dims[dim] > ty.dims[dim] {
+                out = self.b.slice(&full, dim, 0, ty.dims[dim]);
+                self.keep_backing(&full, &out);
+            }
+            sizes[dim] = Some(size);
             return self.redyn(out, ty, &sizes);
         }
         // Along a dynamic dim: write each part at the running real offset

@@ -163,10 +163,30 @@ impl Ctx<'_> {
                 ", precision_config = [#stablehlo<precision {level}>, #stablehlo<precision {level}>]"
             ));
         }
-        let out = match raw {
-            None => self.b.op("dot_general", &[&az, &bz], &attrs, ty.bound()),
-            Some(side) => self.checked_dot(side, (a, &sa, &az), (b, &sb, &bz), dot, &attrs, ty),
+        let wide = self.dot_through_backing((a, &sa, &az), (b, &sb, &bz), dot, raw, ty);
+        let (az, bz, out_ty) = match &wide {
+            Some(w) => (w.az.clone(), w.bz.clone(), w.out.clone()),
+            None => (az, bz, ty.bound()),
         };
+        let raw_value = wide.and_then(|w| w.raw_value);
+        let mut out = match raw {
+            None => self
+                .b
+                .op("dot_general", &[&az, &bz], &attrs, out_ty.clone()),
+            Some(side) => {
+                let (a, b) = match (&raw_value, side) {
+                    (Some(v), Side::Lhs) => (v, b),
+                    (Some(v), Side::Rhs) => (a, v),
+                    (None, _) => (a, b),
+                };
+                self.checked_dot(side, (a, &sa, &az), (b, &sb, &bz), dot, &attrs, &out_ty)
+            }
+        };
+        for d in 0..ty.rank() {
+            if out.ty.dims[d] > ty.dims[d] {
+                out = self.b.slice(&out, d, 0, ty.dims[d]);
+            }
+        }
         // The result's dims in order: batch and lhs free dims (sizes from
         // the lhs), then rhs free dims (from the rhs).
         let mut sizes: Vec<Option<V>> = sa[..dot.batch].to_vec();

@@ -159,7 +159,9 @@ impl Ctx<'_> {
         for d in 0..ty.rank() {
             let (have, want) = (v.ty.dims[d], ty.dims[d]);
             if have > want {
-                v = self.b.slice(&v, d, 0, want);
+                let front = self.b.slice(&v, d, 0, want);
+                self.keep_backing(&v, &front);
+                v = front;
             } else if have < want {
                 let zero = self.b.scalar(0.0, v.ty.elt);
                 v = self.b.pad(&v, &zero, d, 0, want - have);
