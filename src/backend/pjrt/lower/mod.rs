@@ -75,6 +75,7 @@ mod shape;
 mod shared_fill;
 mod sizes;
 mod sort;
+mod types;
 mod window;
 
 use crate::dtype::DType;
