@@ -475,6 +475,7 @@ backend_test! {
         assert_eq!(kept.select(0, -1).to_vec::<f32>().unwrap(), [6.0, 7.0]);
         assert_eq!(kept.select(0, -3).to_vec::<f32>().unwrap(), [0.0, 1.0]);
         assert!(kept.select(0, 3).to_vec::<f32>().is_err(), "only 3 real rows");
+        assert!(kept.select(0, -4).to_vec::<f32>().is_err(), "only 3 real rows");
         let cols = kept.unbind(1);
         assert_eq!(cols[0].shape_string(), "[<=5]");
         assert_eq!(cols[0].to_vec::<f32>().unwrap(), [0.0, 4.0, 6.0]);

@@ -340,8 +340,8 @@ impl Tensor {
     /// `edge_index[1]`); a negative index counts from the end. Along a
     /// static dim an index out of range panics; along a dynamic dim a
     /// non-negative index is checked against the real size when the
-    /// program runs (as [`narrow`](Tensor::narrow)), and a negative one
-    /// counts back from the real size.
+    /// program runs (as [`narrow`](Tensor::narrow)), and so is a negative
+    /// one, which counts back from the real size.
     ///
     /// ```
     /// use lazyxla::Tensor;
@@ -366,16 +366,12 @@ impl Tensor {
                 self.narrow(d, index.rem_euclid(n) as usize, 1).squeeze(d)
             }
             None if index >= 0 => self.narrow(d, index as usize, 1).squeeze(d),
-            None => {
-                // `size + index` computed on the device, then gathered;
-                // a size below `-index` is caught by the narrowing check.
-                let n = self.device().scoped(|| Tensor::scalar_sym(&self.size(d)));
-                let at = &n + &self.shift_scalar(index);
-                let picked = self.index_select(d, &at.unsqueeze(0));
-                let mut want = picked.shape_exprs();
-                want[d] = SizeExpr::constant(1);
-                picked.unify_to("select", &want, &[]).squeeze(d)
-            }
+            // From the real end: the real elements reversed (padding
+            // stays behind them), then narrowed, which checks the size.
+            None => self
+                .flip(&[d])
+                .narrow(d, (-(index + 1)) as usize, 1)
+                .squeeze(d),
         }
     }
 
