@@ -5,9 +5,11 @@
 //! `cat`, `index_select` with dynamic indices, `conv2d` over a (maybe
 //! dynamic) batch, `sort`, `topk` and `scatter` (add and overwrite),
 //! pooling and scans, `matmul` (a batch times a matrix on either side,
-//! maybe dynamic), and the model ops (clamps and activations,
+//! maybe dynamic), and the model ops (clamps and activations, `isinf`,
 //! `logsumexp`/`var`/`std`/`prod`/`any`/`all`, rearrangements and masks,
-//! upsampling, device loops, with bodies drawn too), and the vision ops (`box_iou`,
+//! `flatten_dims`, `select`, upsampling, `nll_loss` and
+//! `binary_cross_entropy`, device loops and `scan`, with bodies drawn
+//! too), and the vision ops (`box_iou`,
 //! `roi_align`, `nms`, `batched_nms` on boxes from a pool operand, maybe
 //! dynamic), are built once per device
 //! and must give the same shapes and values (integers and bools exactly,
@@ -42,7 +44,7 @@ mod vision_steps;
 
 use lazyxla::{mark_step, DType, Device, Tensor};
 use loop_steps::{looped, looped_body, scanned};
-use model_steps::{matmuls, pointwise, rearranged, stats, upsampled};
+use model_steps::{losses, matmuls, pointwise, rearranged, stats, upsampled};
 use proptest::prelude::*;
 use vision_steps::vision;
 
@@ -79,14 +81,18 @@ enum Step {
     /// `cumsum` (even kind) or `cumprod` along a dim, dynamic ones too.
     Scan(usize, u8, u8),
     /// A pointwise model op: clamps, activations, `log1p`, `expm1`,
-    /// rounding, float classes.
+    /// rounding, float classes (`isnan`, `isfinite`, `isinf`).
     Pointwise(usize, u8),
+    /// `nll_loss` or `binary_cross_entropy` of the first operand against
+    /// a target made from the second, each reduction
+    /// (`model_steps::losses`).
+    Loss(usize, usize, u8),
     /// `logsumexp`, `var`, `std` along a dim (dynamic ones too), `prod`,
     /// `any`, `all`.
     Stats(usize, u8, u8),
     /// `flip`, `roll`, `pad`, `repeat`, `tril`, `triu`, `masked_fill`, a
-    /// piece of `split` or `chunk`, `one_hot`; the number sets the dim,
-    /// shift, offset or fill.
+    /// piece of `split` or `chunk`, `flatten_dims`, `select`, `one_hot`;
+    /// the number sets the dim, shift, offset, fill or index.
     Rearrange(usize, u8, i8),
     /// Nearest or bilinear upsampling of a 2-D view (a dynamic dim
     /// becomes the batch).
@@ -159,9 +165,10 @@ fn step() -> impl Strategy<Value = Step> {
         (i.clone(), i.clone(), 0u8..8).prop_map(|(a, b, f)| Step::Scatter(a, b, f)),
         (i.clone(), 0u8..6).prop_map(|(a, k)| Step::Pool(a, k)),
         (i.clone(), 0u8..2, 0u8..3).prop_map(|(a, k, d)| Step::Scan(a, k, d)),
-        (i.clone(), 0u8..12).prop_map(|(a, k)| Step::Pointwise(a, k)),
+        (i.clone(), 0u8..13).prop_map(|(a, k)| Step::Pointwise(a, k)),
+        (i.clone(), i.clone(), 0u8..9).prop_map(|(a, b, k)| Step::Loss(a, b, k)),
         (i.clone(), 0u8..12, 0u8..2).prop_map(|(a, k, d)| Step::Stats(a, k, d)),
-        (i.clone(), 0u8..9, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
+        (i.clone(), 0u8..11, -3i8..4).prop_map(|(a, k, v)| Step::Rearrange(a, k, v)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::Upsample(a, k)),
         (i.clone(), 0u8..4).prop_map(|(a, k)| Step::MatMul(a, k)),
         (i.clone(), 0u8..8).prop_map(|(a, k)| Step::Collective(a, k)),
@@ -510,6 +517,7 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
         }
         Step::Pool(a, k) => pooled(&float(&pick(a)), *k),
         Step::Pointwise(a, k) => pointwise(&float(&pick(a)), *k),
+        Step::Loss(a, b, k) => losses(&float(&pick(a)), &float(&pick(b)), *k),
         Step::Stats(a, k, d) => stats(&float(&pick(a)), *k, *d),
         Step::Rearrange(a, k, v) => rearranged(&pick(a), *k, *v),
         Step::Upsample(a, k) => upsampled(&float(&pick(a)), *k),

@@ -198,6 +198,7 @@ fn apply(op: &str) -> Option<()> {
         }
         "pad_to_bound" => v.pad_to_bound(0.0).sum(),
         "narrow" | "slice" => v.narrow(0, 0, 1).sum() + m.slice(0, 1..3).sum(),
+        "select" | "unbind" => v.select(0, 0) + m.select(0, -1).sum() + m.unbind(1)[1].sum(),
         "mark_dynamic" => v.mark_dynamic(0, 10).sum(),
         "mark_dynamic_as" => {
             let other = Tensor::from_vec(vec![0.0f32; 3], &[3])

@@ -1,6 +1,7 @@
 //! Gradient fuzzing: random differentiable programs (smooth float ops,
-//! reductions, products, dynamic zones, a static device loop, size
-//! checks between two dynamic inputs) whose `backward()` gradients must
+//! reductions, products, dynamic zones, a static device loop, a `scan`
+//! over an operand's rows (a dynamic count when the inputs are dynamic),
+//! size checks between two dynamic inputs) whose `backward()` gradients must
 //! agree between XLA and the reference backend (within 1e-5 relative),
 //! and, for every fourth case, agree in f64 with central finite
 //! differences of the reference's forward value.
@@ -15,7 +16,7 @@
 
 mod common;
 
-use lazyxla::{fori_loop, DType, Device, Tensor};
+use lazyxla::{fori_loop, scan, DType, Device, Tensor};
 use proptest::prelude::*;
 
 /// One step over the pool of float tensors built so far (operands by
@@ -41,6 +42,10 @@ enum G {
     Pad(usize),
     /// A `fori_loop` of 3 iterations mixing the carry with the operand.
     Loop(usize, u8),
+    /// A `scan` over the operand's rows (as many steps as it has rows, a
+    /// dynamic count for a dynamic operand): a recurrence with a captured
+    /// value, its stacked outputs plus the final carry.
+    Scan(usize, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -66,7 +71,8 @@ fn g() -> impl Strategy<Value = G> {
         (i.clone(), -2i8..3).prop_map(|(a, t)| G::Rows(a, t)),
         (i.clone(), i.clone()).prop_map(|(a, b)| G::Cat(a, b)),
         i.clone().prop_map(G::Pad),
-        (i, 0u8..2).prop_map(|(a, k)| G::Loop(a, k)),
+        (i.clone(), 0u8..2).prop_map(|(a, k)| G::Loop(a, k)),
+        (i, 0u8..2).prop_map(|(a, k)| G::Scan(a, k)),
     ]
 }
 
@@ -170,6 +176,21 @@ fn apply(pool: &[Tensor], s: &G) -> Option<Tensor> {
                 }
             });
             out[0].clone()
+        }
+        G::Scan(a, k) => {
+            let x = pick(pool, a);
+            assert!(x.rank() == 2 && !x.size(1).is_dynamic());
+            let w = (x.mean() * 0.5).tanh();
+            let init = Tensor::zeros(&[x.upper_bounds()[1]], x.dtype());
+            let (fin, ys) = scan(x.size(0), &[init], std::slice::from_ref(x), |i, c, r| {
+                let f = i.to_dtype(x.dtype()) * 0.25;
+                let h = match k {
+                    0 => (&c[0] * 0.5 + &r[0] + &f).tanh(),
+                    _ => &c[0] * &(&r[0] * 0.5).sigmoid() + &(&r[0] * &w),
+                };
+                (vec![h.clone()], vec![&h * 1.5])
+            });
+            &ys[0] + &fin[0]
         }
     }));
     out.ok()

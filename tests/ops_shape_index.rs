@@ -1,6 +1,6 @@
 //! Shape and indexing ops against hand-computed values: reshape (one -1),
 //! flatten, permute, transpose, unsqueeze, squeeze, expand, cat, stack,
-//! narrow, index_select, gather; negative dims, empty tensors, and the
+//! narrow, index_select, gather, select, unbind; negative dims, empty tensors, and the
 //! messages of misuse.
 
 mod common;
@@ -449,5 +449,43 @@ backend_test! {
         assert_eq!(y.to_vec::<f32>().unwrap(), want_y);
         let want_g: Vec<f32> = (0..36).map(|k| if k % 12 < 8 { 2.0 * bv[k] } else { 0.0 }).collect();
         assert_eq!(g.to_vec::<f32>().unwrap(), want_g);
+    }
+}
+
+backend_test! {
+    fn select_and_unbind() {
+        let x = iota(&[2, 3, 2]);
+        assert_eq!(sizes(&x.select(1, 2)), vec![2, 2]);
+        assert_eq!(x.select(1, 2).to_vec::<f32>().unwrap(), [4.0, 5.0, 10.0, 11.0]);
+        assert_eq!(x.select(0, -1).to_vec::<f32>().unwrap(), (6..12).map(|i| i as f32).collect::<Vec<_>>());
+        assert_eq!(x.select(-1, 0).to_vec::<f32>().unwrap(), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let parts = x.unbind(2);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[1].to_vec::<f32>().unwrap(), [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]);
+        // Gradients flow back into the selected slice only.
+        let w = iota(&[2, 3]).requires_grad(true);
+        (&w.select(1, 1) * 3.0).sum().backward();
+        assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), [0.0, 3.0, 0.0, 0.0, 3.0, 0.0]);
+        // Along a dynamic dim: from the front (checked when the program
+        // runs) and from the real end.
+        let rows = iota(&[5, 2]);
+        let keep = i64s(&[1, 0, 1, 1, 0], &[5]).ne_scalar(0.0).nonzero().flatten(); // 3 of 5
+        let kept = rows.index_select(0, &keep);
+        assert_eq!(kept.select(0, 1).to_vec::<f32>().unwrap(), [4.0, 5.0]);
+        assert_eq!(kept.select(0, -1).to_vec::<f32>().unwrap(), [6.0, 7.0]);
+        assert_eq!(kept.select(0, -3).to_vec::<f32>().unwrap(), [0.0, 1.0]);
+        assert!(kept.select(0, 3).to_vec::<f32>().is_err(), "only 3 real rows");
+        assert!(kept.select(0, -4).to_vec::<f32>().is_err(), "only 3 real rows");
+        let cols = kept.unbind(1);
+        assert_eq!(cols[0].shape_string(), "[<=5]");
+        assert_eq!(cols[0].to_vec::<f32>().unwrap(), [0.0, 4.0, 6.0]);
+        let msg = panic_message(|| {
+            x.select(1, 3);
+        });
+        assert!(msg.contains("select") && msg.contains("out of range"), "{msg}");
+        let msg = panic_message(|| {
+            kept.unbind(0);
+        });
+        assert!(msg.contains("unbind") && msg.contains("pad_to_bound"), "{msg}");
     }
 }

@@ -1,12 +1,13 @@
 //! Rearranging elements: `pad`, `split`, `chunk`, `repeat`, `flip`,
-//! `roll`.
+//! `roll`, `select`, `unbind`.
 //!
 //! All but `flip` are compositions of slices, concatenations,
 //! broadcasts and gathers, whose lowerings already keep a dynamic dim's
 //! padding out of the result; `flip` is `Op::Reverse` (one
 //! `stablehlo.reverse`, plus a shift along a dynamic dim). `split` and
 //! `chunk` need a static dim: how many tensors they return depends on its
-//! size.
+//! size. `select` is a slice of length one with the dim dropped, and
+//! `unbind` is every such slice of a static dim.
 
 use super::dim::{DimIndex, ResolveDim};
 use super::Tensor;
@@ -332,6 +333,62 @@ impl Tensor {
                 self.index_select(d, &idx)
             }
         }
+    }
+
+    /// The slice at `index` along `dim` with that dim removed, as
+    /// PyTorch's `x.select(dim, index)` (Python's `x[index]` for dim 0,
+    /// `edge_index[1]`); a negative index counts from the end. Along a
+    /// static dim an index out of range panics; along a dynamic dim a
+    /// non-negative index is checked against the real size when the
+    /// program runs (as [`narrow`](Tensor::narrow)), and so is a negative
+    /// one, which counts back from the real size.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let e = Tensor::from_vec(vec![0i64, 1, 2, 1, 2, 0], &[2, 3]).unwrap();
+    /// assert_eq!(e.select(0, 1).to_vec::<i64>().unwrap(), [1, 2, 0]);
+    /// assert_eq!(e.select(1, -1).to_vec::<i64>().unwrap(), [2, 0]);
+    /// let kept = e.select(0, 0).gt_scalar(0.0).nonzero().flatten(); // [<=3], 2 real
+    /// assert_eq!(kept.select(0, -1).item::<i64>().unwrap(), 2);
+    /// ```
+    #[track_caller]
+    pub fn select(&self, dim: impl DimIndex, index: i64) -> Tensor {
+        let shape = self.shape_exprs();
+        let d = dim.resolve("select", &shape);
+        match shape[d].as_const() {
+            Some(n) => {
+                if index < -n || index >= n {
+                    panic!(
+                        "select: index {index} is out of range for dim {d} of size {n} (shape {})",
+                        shape_string(&shape)
+                    );
+                }
+                self.narrow(d, index.rem_euclid(n) as usize, 1).squeeze(d)
+            }
+            None if index >= 0 => self.narrow(d, index as usize, 1).squeeze(d),
+            // From the real end: the real elements reversed (padding
+            // stays behind them), then narrowed, which checks the size.
+            None => self
+                .flip(&[d])
+                .narrow(d, (-(index + 1)) as usize, 1)
+                .squeeze(d),
+        }
+    }
+
+    /// Every slice along the static `dim`, that dim removed, as PyTorch's
+    /// `unbind` (what Python writes as `row, col = edge_index`).
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let e = Tensor::from_vec(vec![0i64, 1, 2, 1, 2, 0], &[2, 3]).unwrap();
+    /// let [row, col] = <[Tensor; 2]>::try_from(e.unbind(0)).unwrap();
+    /// assert_eq!(row.to_vec::<i64>().unwrap(), [0, 1, 2]);
+    /// assert_eq!(col.to_vec::<i64>().unwrap(), [1, 2, 0]);
+    /// ```
+    #[track_caller]
+    pub fn unbind(&self, dim: impl DimIndex) -> Vec<Tensor> {
+        let (d, n) = self.static_dim("unbind", dim);
+        (0..n as i64).map(|i| self.select(d, i)).collect()
     }
 
     /// `shift` as an I64 scalar on this tensor's device: an inline

@@ -22,10 +22,15 @@ pub fn pointwise(x: &Tensor, k: u8) -> Tensor {
         8 => (x * 0.25).expm1(),
         9 => x.add_scalar(0.3).ceil(),
         10 => x.add_scalar(0.3).round(),
-        _ => {
+        11 => {
             // Integers (snapped) decide: NaN from log of a negative, -inf at 0.
             let l = snapped(x).log();
             l.isnan().logical_or(&l.isfinite())
+        }
+        _ => {
+            // -inf from log of a snapped 0, +inf from an overflowing exp.
+            let s = snapped(x);
+            s.log().isinf().logical_or(&(&s * 40.0).exp().isinf())
         }
     }
 }
@@ -45,7 +50,7 @@ pub fn stats(x: &Tensor, k: u8, d: u8) -> Tensor {
 }
 
 /// A rearrangement or mask of `x` (any dtype), keeping the rank at most
-/// 2; `v` picks the dim, shift, diagonal, fill or piece.
+/// 2; `v` picks the dim, shift, diagonal, fill, piece or index.
 pub fn rearranged(x: &Tensor, k: u8, v: i8) -> Tensor {
     let r = x.rank();
     let d = v.unsigned_abs() as usize % r.max(1);
@@ -72,6 +77,20 @@ pub fn rearranged(x: &Tensor, k: u8, v: i8) -> Tensor {
                 x.chunk(2, d)
             };
             pieces[v.unsigned_abs() as usize % pieces.len()].clone()
+        }
+        9 => {
+            // `[r, c]` to `[r * c, 1]` (a dynamic r gives a dynamic count).
+            x.unsqueeze(r).flatten_dims(0, r.saturating_sub(1))
+        }
+        10 => {
+            // A row (or element) from the front or the end; past a dynamic
+            // dim's real size both backends fail the step alike.
+            let picked = x.select(0, v as i64 % 3);
+            if picked.rank() == 0 {
+                picked.unsqueeze(0)
+            } else {
+                picked
+            }
         }
         _ => {
             let ids = match x.dtype() {
@@ -128,5 +147,40 @@ pub fn matmuls(x: &Tensor, k: u8) -> Tensor {
         1 => xt.matmul(&x),
         2 => batch(&xt).matmul(&x).sum_dims(&[0], false),
         _ => xt.matmul(&batch(&x)).sum_dims(&[0], false),
+    }
+}
+
+/// A loss of the float `x` against a target made from `y` (the same rows)
+/// as `nll_loss` and `binary_cross_entropy` compose them, each reduction
+/// (`k % 3`): `nll_loss` of `x`'s log-softmax rows at classes from the
+/// snapped `y` (rows whose snapped sum is negative ignored, PyTorch's
+/// -100), or `binary_cross_entropy` of probabilities kept inside
+/// (0.04, 0.96) (never at the clamp of the log) against `y`'s sigmoid or
+/// its snapped sign.
+pub fn losses(x: &Tensor, y: &Tensor, k: u8) -> Tensor {
+    use lazyxla::nn::{binary_cross_entropy, nll_loss, Reduction};
+    let reduction = [Reduction::Mean, Reduction::Sum, Reduction::None][k as usize % 3];
+    match (k / 3) % 3 {
+        0 => {
+            assert!(x.rank() == 2 && !x.size(1).is_dynamic(), "rows of classes");
+            let classes = x.upper_bounds()[1] as f64;
+            let key = snapped(&y.sum_dims(&[1], false));
+            let class = key
+                .abs()
+                .remainder(&Tensor::scalar(classes as f32))
+                .to_dtype(DType::I64);
+            let ignored = key.lt_scalar(threshold(-1.0));
+            let target = ignored.where_cond(&class.full_like(-100.0), &class);
+            nll_loss(&x.log_softmax(1), &target, reduction)
+        }
+        1 => {
+            let p = &(&x.tanh() * 3.0).sigmoid() * 0.92 + 0.04;
+            binary_cross_entropy(&p, &y.sigmoid(), reduction)
+        }
+        _ => {
+            let p = &(&x.tanh() * 3.0).sigmoid() * 0.92 + 0.04;
+            let t = snapped(y).gt_scalar(threshold(0.0)).to_dtype(DType::F32);
+            binary_cross_entropy(&p, &t, reduction)
+        }
     }
 }
