@@ -5,7 +5,7 @@
 //! masks, conditions). Rules are written with the tensor API, so they are
 //! lazy ops like any other and every backend runs them.
 
-use crate::ir::{ArgKind, BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind};
+use crate::ir::{ArgKind, Op, ReduceKind, ScatterMode, Window, WindowKind};
 use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
 use crate::SymInt;
@@ -22,66 +22,8 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
     match op {
         Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => smallvec![],
         Op::RandomUniform { .. } => smallvec![None],
-        Op::Unary(u) => {
-            let a = &x[0];
-            let d = match u {
-                UnaryOp::Neg => g.neg(),
-                UnaryOp::Abs => g * &a.sign(),
-                UnaryOp::Exp => g * out,
-                UnaryOp::Log => g / a,
-                UnaryOp::Sqrt => g * &(out.reciprocal() * 0.5),
-                UnaryOp::Rsqrt => g * &(out * out * out * -0.5),
-                UnaryOp::Tanh => g * &(1.0 - out * out),
-                UnaryOp::Sigmoid => g * &(out * &(1.0 - out)),
-                UnaryOp::Erf => g * &((a * a).neg().exp() * std::f64::consts::FRAC_2_SQRT_PI),
-                UnaryOp::Floor | UnaryOp::Sign => g.zeros_like(),
-                UnaryOp::Sin => g * &a.cos(),
-                UnaryOp::Cos => g * &a.sin().neg(),
-                UnaryOp::Log1p => g / &(a + 1.0),
-                UnaryOp::Expm1 => g * &(out + 1.0),
-                UnaryOp::Ceil | UnaryOp::RoundNearestEven => g.zeros_like(),
-                UnaryOp::Not | UnaryOp::IsFinite => return smallvec![None],
-            };
-            smallvec![Some(d)]
-        }
-        Op::Binary(b) => {
-            let (a, c) = (&x[0], &x[1]);
-            let (da, dc) = match b {
-                BinaryOp::Add => (g.clone(), g.clone()),
-                BinaryOp::Sub => (g.clone(), g.neg()),
-                BinaryOp::Mul => (g * c, g * a),
-                BinaryOp::Div => (g / c, (g * out / c).neg()),
-                BinaryOp::Pow => {
-                    let da = g * &(c * &a.pow_tensor(&(c - 1.0)));
-                    // d/dc a^c = a^c ln a, defined as 0 where a == 0 (as PyTorch).
-                    let dc = a
-                        .eq_scalar(0.0)
-                        .where_cond(&g.zeros_like(), &(g * &(out * &a.log())));
-                    (da, dc)
-                }
-                BinaryOp::Max | BinaryOp::Min => {
-                    // The larger (smaller) operand takes the gradient; ties split it.
-                    let wins = if *b == BinaryOp::Max {
-                        a.gt(c)
-                    } else {
-                        a.lt(c)
-                    };
-                    let loses = if *b == BinaryOp::Max {
-                        a.lt(c)
-                    } else {
-                        a.gt(c)
-                    };
-                    let half = g * 0.5;
-                    let zero = g.zeros_like();
-                    let da = wins.where_cond(g, &a.eq(c).where_cond(&half, &zero));
-                    let dc = loses.where_cond(g, &a.eq(c).where_cond(&half, &zero));
-                    (da, dc)
-                }
-                BinaryOp::Rem => (g.clone(), (g * &(a / c).floor()).neg()),
-                BinaryOp::And | BinaryOp::Or => return smallvec![None, None],
-            };
-            smallvec![Some(da), Some(dc)]
-        }
+        Op::Unary(u) => super::elementwise::unary(*u, g, &x[0], out),
+        Op::Binary(b) => super::elementwise::binary(*b, g, &x[0], &x[1], out),
         Op::Compare(_) => smallvec![None, None],
         Op::Select => {
             let (c, zero) = (&x[0], g.zeros_like());
@@ -320,7 +262,7 @@ fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Te
 impl Tensor {
     /// `1 / self`.
     #[track_caller]
-    fn reciprocal(&self) -> Tensor {
+    pub(super) fn reciprocal(&self) -> Tensor {
         &self.ones_like() / self
     }
 

@@ -7,7 +7,7 @@
 
 use super::check::CheckKind;
 use super::node::{shape_string, Node};
-use super::op::{BinaryOp, Op, UnaryOp};
+use super::op::Op;
 use super::size_source::{size_var, SizeKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -144,88 +144,19 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         }
         Op::Unary(u) => {
             arity(1)?;
-            let x = &inputs[0];
-            // Whether the operand's dtype is accepted, and the result's.
-            let (ok, dtype) = match u {
-                UnaryOp::Not => (x.dtype == DType::Bool, x.dtype),
-                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => (x.dtype != DType::Bool, x.dtype),
-                UnaryOp::IsFinite => (x.dtype.is_float(), DType::Bool),
-                UnaryOp::Exp
-                | UnaryOp::Log
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqrt
-                | UnaryOp::Tanh
-                | UnaryOp::Sigmoid
-                | UnaryOp::Erf
-                | UnaryOp::Floor
-                | UnaryOp::Sin
-                | UnaryOp::Cos
-                | UnaryOp::Log1p
-                | UnaryOp::Expm1
-                | UnaryOp::Ceil
-                | UnaryOp::RoundNearestEven => (x.dtype.is_float(), x.dtype),
-            };
-            if !ok {
-                return Err(Error::dtype(
-                    name,
-                    format!(
-                        "does not accept dtype {} (shape {}); convert with to_dtype first",
-                        x.dtype,
-                        shape_string(&x.shape)
-                    ),
-                ));
-            }
-            Ok((dtype, x.shape.clone()))
+            super::elementwise::infer_unary(name, *u, &inputs[0])
         }
         Op::Binary(b) => {
             arity(2)?;
-            let (x, y) = (&inputs[0], &inputs[1]);
-            same_dtype(name, x, y)?;
-            let ok = match b {
-                BinaryOp::And | BinaryOp::Or => x.dtype == DType::Bool,
-                BinaryOp::Pow => x.dtype.is_float(),
-                BinaryOp::Add
-                | BinaryOp::Sub
-                | BinaryOp::Mul
-                | BinaryOp::Div
-                | BinaryOp::Max
-                | BinaryOp::Min
-                | BinaryOp::Rem => x.dtype != DType::Bool,
-            };
-            if !ok {
-                return Err(Error::dtype(
-                    name,
-                    format!(
-                        "does not accept dtype {} (operand shapes {} and {}); convert with to_dtype first",
-                        x.dtype,
-                        shape_string(&x.shape),
-                        shape_string(&y.shape)
-                    ),
-                ));
-            }
-            same_shape(name, x, y)?;
-            Ok((x.dtype, x.shape.clone()))
+            super::elementwise::infer_binary(name, *b, &inputs[0], &inputs[1])
         }
         Op::Compare(_) => {
             arity(2)?;
-            let (x, y) = (&inputs[0], &inputs[1]);
-            same_dtype(name, x, y)?;
-            same_shape(name, x, y)?;
-            Ok((DType::Bool, x.shape.clone()))
+            super::elementwise::infer_compare(name, &inputs[0], &inputs[1])
         }
         Op::Select => {
             arity(3)?;
-            let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
-            if c.dtype != DType::Bool {
-                return Err(Error::dtype(
-                    name,
-                    format!("the condition must be bool, got {}", c.dtype),
-                ));
-            }
-            same_dtype(name, t, f)?;
-            same_shape(name, c, t)?;
-            same_shape(name, t, f)?;
-            Ok((t.dtype, t.shape.clone()))
+            super::elementwise::infer_select(name, inputs)
         }
         Op::Convert(d) => {
             arity(1)?;

@@ -207,7 +207,7 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn binary(&self, op: BinaryOp, rhs: Rhs<'_>) -> Tensor {
         let name = Op::Binary(op).name();
-        let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
+        let float = float_result(op);
         let (a, b) = self.operands(name, rhs, float);
         self.record_on_device(Op::Binary(op), [a, b])
     }
@@ -220,11 +220,7 @@ impl Tensor {
 
     #[track_caller]
     pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
-        let float_only = !matches!(
-            op,
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Not
-        );
-        let x = if float_only && !self.dtype().is_float() {
+        let x = if op.rule().float_only() && !self.dtype().is_float() {
             self.to_dtype(DType::F32)
         } else {
             self.clone()
@@ -397,7 +393,7 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn reversed(&self, op: BinaryOp, v: f64, dt: DType) -> Tensor {
         let name = Op::Binary(op).name();
-        let float = matches!(op, BinaryOp::Div | BinaryOp::Pow);
+        let float = float_result(op);
         let (a, b) = self.operands(name, Rhs::Scalar(v, dt), float);
         self.record_on_device(Op::Binary(op), [b, a])
     }
@@ -852,6 +848,12 @@ impl Tensor {
             SmallVec::new(),
         )
     }
+}
+
+/// Whether `op` gives a float for integer operands: true division (as
+/// PyTorch's `/`) and the ops only defined on floats.
+fn float_result(op: BinaryOp) -> bool {
+    op == BinaryOp::Div || op.rule().float_only()
 }
 
 /// The op broadcasting `from` into `to` (right-aligned).

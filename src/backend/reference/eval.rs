@@ -1,6 +1,7 @@
 //! Reference evaluation: one exhaustive `match` over [`Op`] on exact sizes.
 
 use super::conv;
+use super::elementwise::{self, half_kernel};
 use super::err;
 use super::kernels::{self, check_index, with_index, Num};
 use crate::dtype::DType;
@@ -8,7 +9,7 @@ use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::node::{describe_value, describe_values};
 use crate::ir::program::{Program, VarSource};
-use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, ScatterMode, UnaryOp};
+use crate::ir::{ArgKind, Op, ReduceKind, ScatterMode};
 use crate::map_host_array;
 use crate::symint::{SizeExpr, VarRef};
 use ndarray::{ArrayD, Axis, IxDyn};
@@ -113,24 +114,10 @@ pub(super) fn run(
                     });
                     HostArray::F64(a).cast(*dtype)
                 }
-                Op::Unary(u) => unary(*u, ins[0])?,
-                Op::Binary(b) => binary(*b, ins[0], ins[1])?,
-                Op::Compare(c) => compare(*c, ins[0], ins[1])?,
-                Op::Select => {
-                    let HostArray::Bool(c) = ins[0] else {
-                        return Err(err("select", "condition must be bool"));
-                    };
-                    match (ins[1], ins[2]) {
-                        (HostArray::Bool(t), HostArray::Bool(f)) => {
-                            HostArray::Bool(select(c, t, f))
-                        }
-                        (HostArray::I32(t), HostArray::I32(f)) => HostArray::I32(select(c, t, f)),
-                        (HostArray::I64(t), HostArray::I64(f)) => HostArray::I64(select(c, t, f)),
-                        (HostArray::F32(t), HostArray::F32(f)) => HostArray::F32(select(c, t, f)),
-                        (HostArray::F64(t), HostArray::F64(f)) => HostArray::F64(select(c, t, f)),
-                        _ => return Err(err("select", "branch dtypes differ")),
-                    }
-                }
+                Op::Unary(u) => elementwise::unary(*u, ins[0])?,
+                Op::Binary(b) => elementwise::binary(*b, ins[0], ins[1])?,
+                Op::Compare(c) => elementwise::compare(*c, ins[0], ins[1])?,
+                Op::Select => elementwise::select(ins[0], ins[1], ins[2])?,
                 Op::Convert(d) => ins[0].cast(*d),
                 Op::Broadcast { shape, dims: map } => {
                     let sh = dims(shape, &values)?;
@@ -415,14 +402,6 @@ fn widen(a: &HostArray) -> HostArray {
     }
 }
 
-/// The error of a kernel handed a half, which `run` widens to f32 first.
-fn half_kernel(op: &'static str) -> crate::error::Error {
-    err(
-        op,
-        "halves are evaluated in f32; this kernel should not see one",
-    )
-}
-
 /// The value of a size expression in this execution.
 fn size_value(
     e: &SizeExpr,
@@ -450,13 +429,6 @@ fn size_value(
         )),
         None => Ok(v),
     }
-}
-
-fn select<T: Copy>(c: &ArrayD<bool>, t: &ArrayD<T>, f: &ArrayD<T>) -> ArrayD<T> {
-    ndarray::Zip::from(c)
-        .and(t)
-        .and(f)
-        .map_collect(|&c, &t, &f| if c { t } else { f })
 }
 
 /// `base` with `src` scattered along `dim` at `index` (PyTorch's
@@ -545,173 +517,6 @@ pub(super) fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
         DType::F32 => cat!(F32),
         DType::F64 => cat!(F64),
     })
-}
-
-fn float_unary<T: num_float::Float>(u: UnaryOp, a: &ArrayD<T>) -> ArrayD<T> {
-    a.mapv(|x| x.apply(u))
-}
-
-mod num_float {
-    use crate::ir::UnaryOp;
-
-    /// Float functions, computed in f64 and rounded for f32 (so both
-    /// widths agree with XLA to within rounding).
-    pub(super) trait Float: Copy {
-        fn apply(self, u: UnaryOp) -> Self;
-    }
-
-    fn f(u: UnaryOp, x: f64) -> f64 {
-        match u {
-            UnaryOp::Neg => -x,
-            UnaryOp::Abs => x.abs(),
-            UnaryOp::Exp => x.exp(),
-            UnaryOp::Log => x.ln(),
-            UnaryOp::Sqrt => x.sqrt(),
-            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
-            UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            UnaryOp::Erf => super::erf(x),
-            UnaryOp::Floor => x.floor(),
-            UnaryOp::Sign => {
-                if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
-                } else {
-                    x
-                }
-            }
-            UnaryOp::Sin => x.sin(),
-            UnaryOp::Cos => x.cos(),
-            UnaryOp::Not => (x == 0.0) as u8 as f64,
-            UnaryOp::Log1p => x.ln_1p(),
-            UnaryOp::Expm1 => x.exp_m1(),
-            UnaryOp::Ceil => x.ceil(),
-            UnaryOp::RoundNearestEven => x.round_ties_even(),
-            // Bool-valued; `unary` answers it before reaching here.
-            UnaryOp::IsFinite => x.is_finite() as u8 as f64,
-        }
-    }
-
-    impl Float for f32 {
-        fn apply(self, u: UnaryOp) -> f32 {
-            f(u, self as f64) as f32
-        }
-    }
-    impl Float for f64 {
-        fn apply(self, u: UnaryOp) -> f64 {
-            f(u, self)
-        }
-    }
-}
-
-/// The error function (Abramowitz and Stegun 7.1.26 is too coarse for
-/// f64; this uses the complementary error function's continued series
-/// through `libm`-free Taylor/asymptotic pieces with ~1e-15 accuracy).
-pub(crate) fn erf(x: f64) -> f64 {
-    // W. J. Cody's rational approximations would be longer; a Taylor series
-    // converges fast for |x| < 3 and erf is 1 to double precision beyond 6.
-    if x.is_nan() {
-        return x;
-    }
-    let ax = x.abs();
-    if ax > 6.0 {
-        return x.signum();
-    }
-    if ax < 3.0 {
-        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
-        let mut term = x;
-        let mut sum = x;
-        let x2 = x * x;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs() {
-            n += 1.0;
-            term *= -x2 / n;
-            sum += term / (2.0 * n + 1.0);
-            if n > 200.0 {
-                break;
-            }
-        }
-        return sum * std::f64::consts::FRAC_2_SQRT_PI;
-    }
-    // Continued fraction for erfc on 3 <= |x| <= 6.
-    let mut cf = 0.0;
-    for k in (1..=60).rev() {
-        cf = (k as f64 / 2.0) / (ax + cf);
-    }
-    let erfc = (-ax * ax).exp() / (ax + cf) / std::f64::consts::PI.sqrt();
-    x.signum() * (1.0 - erfc)
-}
-
-fn unary(u: UnaryOp, x: &HostArray) -> Result<HostArray> {
-    Ok(match (u, x) {
-        (UnaryOp::Not, HostArray::Bool(a)) => HostArray::Bool(a.mapv(|v| !v)),
-        (UnaryOp::IsFinite, HostArray::F32(a)) => HostArray::Bool(a.mapv(f32::is_finite)),
-        (UnaryOp::IsFinite, HostArray::F64(a)) => HostArray::Bool(a.mapv(f64::is_finite)),
-        (_, HostArray::F32(a)) => HostArray::F32(float_unary(u, a)),
-        (_, HostArray::F64(a)) => HostArray::F64(float_unary(u, a)),
-        (UnaryOp::Neg, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::neg)),
-        (UnaryOp::Neg, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::neg)),
-        (UnaryOp::Abs, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::abs)),
-        (UnaryOp::Abs, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::abs)),
-        (UnaryOp::Sign, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::sign)),
-        (UnaryOp::Sign, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::sign)),
-        _ => return Err(err("unary", format!("{u:?} on {}", x.dtype()))),
-    })
-}
-
-fn num_binary<T: Num>(b: BinaryOp, x: &ArrayD<T>, y: &ArrayD<T>) -> Result<ArrayD<T>> {
-    Ok(match b {
-        BinaryOp::Add => kernels::zip(x, y, T::add),
-        BinaryOp::Sub => kernels::zip(x, y, T::sub),
-        BinaryOp::Mul => kernels::zip(x, y, T::mul),
-        BinaryOp::Div => kernels::zip(x, y, T::div),
-        BinaryOp::Rem => kernels::zip(x, y, T::rem),
-        BinaryOp::Pow => kernels::zip(x, y, |a, b| T::from_f64(a.to_f64().powf(b.to_f64()))),
-        // NaN propagates, as in PyTorch and XLA.
-        BinaryOp::Max => kernels::zip(x, y, |a, b| if a.is_nan() || a > b { a } else { b }),
-        BinaryOp::Min => kernels::zip(x, y, |a, b| if a.is_nan() || a < b { a } else { b }),
-        BinaryOp::And | BinaryOp::Or => {
-            return Err(err("binary", "logical ops need bool operands"))
-        }
-    })
-}
-
-pub(super) fn binary(b: BinaryOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
-    Ok(match (x, y) {
-        (HostArray::Bool(p), HostArray::Bool(q)) => HostArray::Bool(match b {
-            BinaryOp::And => kernels::zip(p, q, |a, b| a && b),
-            BinaryOp::Or => kernels::zip(p, q, |a, b| a || b),
-            _ => return Err(err("binary", format!("{b:?} on bool"))),
-        }),
-        (HostArray::I32(p), HostArray::I32(q)) => HostArray::I32(num_binary(b, p, q)?),
-        (HostArray::I64(p), HostArray::I64(q)) => HostArray::I64(num_binary(b, p, q)?),
-        (HostArray::F32(p), HostArray::F32(q)) => HostArray::F32(num_binary(b, p, q)?),
-        (HostArray::F64(p), HostArray::F64(q)) => HostArray::F64(num_binary(b, p, q)?),
-        _ => return Err(err("binary", "operand dtypes differ")),
-    })
-}
-
-fn cmp<T: PartialOrd + Copy>(c: CmpOp, x: &ArrayD<T>, y: &ArrayD<T>) -> ArrayD<bool> {
-    match c {
-        CmpOp::Eq => kernels::zip(x, y, |a, b| a == b),
-        CmpOp::Ne => kernels::zip(x, y, |a, b| a != b),
-        CmpOp::Lt => kernels::zip(x, y, |a, b| a < b),
-        CmpOp::Le => kernels::zip(x, y, |a, b| a <= b),
-        CmpOp::Gt => kernels::zip(x, y, |a, b| a > b),
-        CmpOp::Ge => kernels::zip(x, y, |a, b| a >= b),
-    }
-}
-
-fn compare(c: CmpOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
-    Ok(HostArray::Bool(match (x, y) {
-        (HostArray::Bool(p), HostArray::Bool(q)) => cmp(c, p, q),
-        (HostArray::I32(p), HostArray::I32(q)) => cmp(c, p, q),
-        (HostArray::I64(p), HostArray::I64(q)) => cmp(c, p, q),
-        (HostArray::F32(p), HostArray::F32(q)) => cmp(c, p, q),
-        (HostArray::F64(p), HostArray::F64(q)) => cmp(c, p, q),
-        _ => return Err(err("compare", "operand dtypes differ")),
-    }))
 }
 
 fn num_reduce<T: Num>(kind: ReduceKind, a: &ArrayD<T>, dims: &[usize]) -> ArrayD<T> {

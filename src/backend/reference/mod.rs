@@ -7,6 +7,7 @@
 
 mod collective;
 mod conv;
+mod elementwise;
 mod eval;
 mod kernels;
 mod loops;
