@@ -6,7 +6,7 @@
 
 use super::elementwise::binary;
 use super::err;
-use super::eval::concat;
+use super::layout::concat;
 use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::{BinaryOp, ReduceKind};
