@@ -1,9 +1,13 @@
 //! Elementwise ops with the reference interpreter's exact semantics
-//! (`backend/reference/eval.rs`, `kernels.rs`): integer division by zero
-//! gives -1 and remainder by zero the dividend, remainder takes the
+//! (`backend/reference/elementwise.rs`, `kernels.rs`): integer division by
+//! zero gives -1 and remainder by zero the dividend, remainder takes the
 //! divisor's sign, max/min propagate NaN, conversions follow Rust's `as`,
 //! and random bits are those of `ir/random.rs`. `erf` is XLA's own
 //! (`chlo.erf`), within a few ulp of the reference's.
+//!
+//! `unary` and `binary` expand the `stablehlo:` column of the op table
+//! (`ir::elementwise`): a StableHLO op name, or one of the methods here
+//! that lower an op to several.
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
