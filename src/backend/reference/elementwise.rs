@@ -194,21 +194,26 @@ macro_rules! compare_eval {
 compare_ops!(compare_eval);
 
 /// `cond ? on_true : on_false` elementwise.
-pub(super) fn select(cond: &HostArray, t: &HostArray, f: &HostArray) -> Result<HostArray> {
+pub(super) fn select(
+    cond: &HostArray,
+    on_true: &HostArray,
+    on_false: &HostArray,
+) -> Result<HostArray> {
     let HostArray::Bool(c) = cond else {
         return Err(err("select", "condition must be bool"));
     };
-    let t_ = t;
-    Ok(match t {
-        HostArray::Bool(t) => HostArray::Bool(pick(c, t, same!(Bool, "select", t_, f))),
-        HostArray::I32(t) => HostArray::I32(pick(c, t, same!(I32, "select", t_, f))),
-        HostArray::I64(t) => HostArray::I64(pick(c, t, same!(I64, "select", t_, f))),
-        HostArray::F32(t) => HostArray::F32(pick(c, t, same!(F32, "select", t_, f))),
-        HostArray::F64(t) => HostArray::F64(pick(c, t, same!(F64, "select", t_, f))),
+    let (x, y) = (on_true, on_false);
+    Ok(match x {
+        HostArray::Bool(t) => HostArray::Bool(pick(c, t, same!(Bool, "select", x, y))),
+        HostArray::I32(t) => HostArray::I32(pick(c, t, same!(I32, "select", x, y))),
+        HostArray::I64(t) => HostArray::I64(pick(c, t, same!(I64, "select", x, y))),
+        HostArray::F32(t) => HostArray::F32(pick(c, t, same!(F32, "select", x, y))),
+        HostArray::F64(t) => HostArray::F64(pick(c, t, same!(F64, "select", x, y))),
         HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("select")),
     })
 }
 
+/// `t` where `c` holds, else `f`.
 fn pick<T: Copy>(c: &ArrayD<bool>, t: &ArrayD<T>, f: &ArrayD<T>) -> ArrayD<T> {
     ndarray::Zip::from(c)
         .and(t)
@@ -252,4 +257,47 @@ pub(crate) fn erf(x: f64) -> f64 {
     }
     let erfc = (-ax * ax).exp() / (ax + cf) / std::f64::consts::PI.sqrt();
     x.signum() * (1.0 - erfc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::IxDyn;
+
+    fn i64s(v: Vec<i64>) -> HostArray {
+        HostArray::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap())
+    }
+
+    #[test]
+    fn a_pair_the_rule_does_not_admit_is_an_error_naming_op_and_dtype() {
+        let e = unary(UnaryOp::Exp, &i64s(vec![1])).unwrap_err().to_string();
+        assert!(e.contains("exp") && e.contains("i64"), "{e}");
+        let x = i64s(vec![1, 2]);
+        let e = binary(BinaryOp::And, &x, &x).unwrap_err().to_string();
+        assert!(e.contains("and") && e.contains("i64"), "{e}");
+        let f = HostArray::F32(ArrayD::from_elem(IxDyn(&[2]), 1.0));
+        let e = binary(BinaryOp::Add, &x, &f).unwrap_err().to_string();
+        assert!(e.contains("add") && e.contains("differ"), "{e}");
+    }
+
+    #[test]
+    fn admitted_pairs_run_the_row_kernel() {
+        let x = i64s(vec![-3, 0, 5]);
+        let HostArray::I64(n) = unary(UnaryOp::Sign, &x).unwrap() else {
+            panic!("sign keeps the dtype")
+        };
+        assert_eq!(n.iter().copied().collect::<Vec<_>>(), vec![-1, 0, 1]);
+        let y = i64s(vec![2, 2, 2]);
+        let HostArray::I64(r) = binary(BinaryOp::Rem, &x, &y).unwrap() else {
+            panic!("rem keeps the dtype")
+        };
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![1, 0, 1]);
+        let HostArray::Bool(b) = compare(CmpOp::Lt, &x, &y).unwrap() else {
+            panic!("a comparison is bool")
+        };
+        assert_eq!(
+            b.iter().copied().collect::<Vec<_>>(),
+            vec![true, true, false]
+        );
+    }
 }
