@@ -28,6 +28,7 @@
 //! keeps nothing, so a training loop holds no old graph.
 
 mod collective;
+mod elementwise;
 mod loops;
 mod rules;
 

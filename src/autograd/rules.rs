@@ -1,11 +1,13 @@
-//! Gradient rules: one exhaustive `match` over [`Op`].
+//! Gradient rules: one exhaustive `match` over [`Op`], the elementwise
+//! ops' from the `grad:` column of their table (`elementwise.rs`), the
+//! longer rules in named helpers below it.
 //!
 //! Each rule maps the output gradient `g` to one gradient per operand
 //! (`None` where an operand carries no gradient: integer data, indices,
 //! masks, conditions). Rules are written with the tensor API, so they are
 //! lazy ops like any other and every backend runs them.
 
-use crate::ir::{ArgKind, BinaryOp, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind};
+use crate::ir::{ArgKind, Dot, Op, ReduceKind, ScatterMode, Window, WindowKind};
 use crate::symint::{Shape, SizeExpr};
 use crate::tensor::Tensor;
 use crate::SymInt;
@@ -22,66 +24,8 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
     match op {
         Op::Data { .. } | Op::Scalar { .. } | Op::Iota { .. } | Op::SizeOf(_) => smallvec![],
         Op::RandomUniform { .. } => smallvec![None],
-        Op::Unary(u) => {
-            let a = &x[0];
-            let d = match u {
-                UnaryOp::Neg => g.neg(),
-                UnaryOp::Abs => g * &a.sign(),
-                UnaryOp::Exp => g * out,
-                UnaryOp::Log => g / a,
-                UnaryOp::Sqrt => g * &(out.reciprocal() * 0.5),
-                UnaryOp::Rsqrt => g * &(out * out * out * -0.5),
-                UnaryOp::Tanh => g * &(1.0 - out * out),
-                UnaryOp::Sigmoid => g * &(out * &(1.0 - out)),
-                UnaryOp::Erf => g * &((a * a).neg().exp() * std::f64::consts::FRAC_2_SQRT_PI),
-                UnaryOp::Floor | UnaryOp::Sign => g.zeros_like(),
-                UnaryOp::Sin => g * &a.cos(),
-                UnaryOp::Cos => g * &a.sin().neg(),
-                UnaryOp::Log1p => g / &(a + 1.0),
-                UnaryOp::Expm1 => g * &(out + 1.0),
-                UnaryOp::Ceil | UnaryOp::RoundNearestEven => g.zeros_like(),
-                UnaryOp::Not | UnaryOp::IsFinite => return smallvec![None],
-            };
-            smallvec![Some(d)]
-        }
-        Op::Binary(b) => {
-            let (a, c) = (&x[0], &x[1]);
-            let (da, dc) = match b {
-                BinaryOp::Add => (g.clone(), g.clone()),
-                BinaryOp::Sub => (g.clone(), g.neg()),
-                BinaryOp::Mul => (g * c, g * a),
-                BinaryOp::Div => (g / c, (g * out / c).neg()),
-                BinaryOp::Pow => {
-                    let da = g * &(c * &a.pow_tensor(&(c - 1.0)));
-                    // d/dc a^c = a^c ln a, defined as 0 where a == 0 (as PyTorch).
-                    let dc = a
-                        .eq_scalar(0.0)
-                        .where_cond(&g.zeros_like(), &(g * &(out * &a.log())));
-                    (da, dc)
-                }
-                BinaryOp::Max | BinaryOp::Min => {
-                    // The larger (smaller) operand takes the gradient; ties split it.
-                    let wins = if *b == BinaryOp::Max {
-                        a.gt(c)
-                    } else {
-                        a.lt(c)
-                    };
-                    let loses = if *b == BinaryOp::Max {
-                        a.lt(c)
-                    } else {
-                        a.gt(c)
-                    };
-                    let half = g * 0.5;
-                    let zero = g.zeros_like();
-                    let da = wins.where_cond(g, &a.eq(c).where_cond(&half, &zero));
-                    let dc = loses.where_cond(g, &a.eq(c).where_cond(&half, &zero));
-                    (da, dc)
-                }
-                BinaryOp::Rem => (g.clone(), (g * &(a / c).floor()).neg()),
-                BinaryOp::And | BinaryOp::Or => return smallvec![None, None],
-            };
-            smallvec![Some(da), Some(dc)]
-        }
+        Op::Unary(u) => super::elementwise::unary(*u, g, &x[0], out),
+        Op::Binary(b) => super::elementwise::binary(*b, g, &x[0], &x[1], out),
         Op::Compare(_) => smallvec![None, None],
         Op::Select => {
             let (c, zero) = (&x[0], g.zeros_like());
@@ -108,83 +52,18 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
             }
             smallvec![Some(g.permute(&inverse))]
         }
-        Op::Slice { dim, start, .. } => {
-            // Zeros before and after the slice; on a dynamic dim the slice
-            // starts at min(n, start) and the rest is n - that - its size,
-            // so the three sizes add up to `n` exactly.
-            let a = &x[0];
-            let shape = a.shape_exprs();
-            let n = &shape[*dim];
-            let before = n.minimum(&SizeExpr::constant(*start as i64));
-            let after = n.sub(&before).sub(&out.shape_exprs()[*dim]);
-            let zeros = |size: SizeExpr| {
-                let mut s = shape.clone();
-                s[*dim] = size;
-                a.zeros_like_shape(s)
-            };
-            let (before, after) = (zeros(before), zeros(after));
-            smallvec![Some(Tensor::cat(&[&before, g, &after], *dim))]
-        }
-        Op::Concat { dim } => {
-            let mut offset = SymInt::from(0);
-            let mut out = Grads::with_capacity(x.len());
-            for a in x {
-                let n = a.size(*dim);
-                let idx = Tensor::arange_sym(&n).on(g);
-                let idx = match offset.as_static() {
-                    Some(o) => &idx + o,
-                    None => &idx + &size_tensor(&offset, g),
-                };
-                out.push(Some(g.index_select(*dim, &idx)));
-                offset = offset + n;
-            }
-            out
-        }
+        Op::Slice { dim, start, .. } => smallvec![Some(slice_grad(g, &x[0], out, *dim, *start))],
+        Op::Concat { dim } => concat_grads(g, x, *dim),
         Op::Reverse { dims } => smallvec![Some(g.flip(dims))],
         Op::Guard { checks, .. } => smallvec![Some(g.guard_back(&x[0], checks))],
-        Op::PadToBound { .. } => {
-            // Crop the gradient back to the real sizes.
-            let a = &x[0];
-            let mut d = g.clone();
-            for (k, s) in a.sizes().iter().enumerate() {
-                if s.is_dynamic() {
-                    d = d.index_select(k, &Tensor::arange_sym(s).on(g));
-                }
-            }
-            smallvec![Some(d)]
-        }
-        Op::Reduce { kind, dims } => {
-            let a = &x[0];
-            let back = |t: &Tensor| t.unreduce(a, dims);
-            let d = match kind {
-                ReduceKind::Sum => back(g),
-                ReduceKind::Max | ReduceKind::Min => {
-                    // Ties share the gradient evenly (as PyTorch's amax).
-                    let mask = a.eq(&back(out)).to_dtype(a.dtype());
-                    let count = back(&mask.sum_dims(dims, false));
-                    &back(g) * &mask / &count
-                }
-                ReduceKind::Prod => &back(g) * &prod_grad_factor(a, dims),
-            };
-            smallvec![Some(d)]
-        }
+        Op::PadToBound { .. } => smallvec![Some(crop_to_real(g, &x[0]))],
+        Op::Reduce { kind, dims } => smallvec![Some(reduce_grad(*kind, dims, g, &x[0], out))],
         Op::ArgReduce { .. } => smallvec![None],
         Op::ReduceWindow { kind, window } => smallvec![Some(window_grad(*kind, window, &x[0], out, g))],
         Op::SelectAndScatter { .. } => panic!(
             "select_and_scatter: the gradient with respect to its source (a second derivative of max pooling) is not implemented"
         ),
-        Op::Dot(dot) => {
-            // Each gradient is one dot summing over what the forward dot
-            // kept free (see `Dot::grads`): a batch times a matrix gets its
-            // matrix gradient from one contraction over all leading dims,
-            // never a batched product reduced afterwards.
-            let (a, b) = (&x[0], &x[1]);
-            let [(dl, pl), (dr, pr)] = dot.grads(a.rank(), b.rank());
-            smallvec![
-                Some(g.dot_general(b, dl).permute(&pl)),
-                Some(a.dot_general(g, dr).permute(&pr)),
-            ]
-        }
+        Op::Dot(dot) => dot_grads(dot, g, &x[0], &x[1]),
         Op::Convolution(c) => {
             let (a, w) = (&x[0], &x[1]);
             let bounds = w.upper_bounds();
@@ -233,6 +112,85 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
             unreachable!("a loop's gradient is taken at the loop node")
         }
     }
+}
+
+/// The gradient of a slice of `a` along `dim` from `start`: zeros before
+/// and after it. On a dynamic dim the slice starts at `min(n, start)` and
+/// the rest is `n` - that - its size, so the three sizes add up to `n`
+/// exactly.
+#[track_caller]
+fn slice_grad(g: &Tensor, a: &Tensor, out: &Tensor, dim: usize, start: usize) -> Tensor {
+    let shape = a.shape_exprs();
+    let n = &shape[dim];
+    let before = n.minimum(&SizeExpr::constant(start as i64));
+    let after = n.sub(&before).sub(&out.shape_exprs()[dim]);
+    let zeros = |size: SizeExpr| {
+        let mut s = shape.clone();
+        s[dim] = size;
+        a.zeros_like_shape(s)
+    };
+    let (before, after) = (zeros(before), zeros(after));
+    Tensor::cat(&[&before, g, &after], dim)
+}
+
+/// The gradients of the operands `x` joined along `dim`: each its piece
+/// of `g`, from its `SymInt` offset.
+#[track_caller]
+fn concat_grads(g: &Tensor, x: &[Tensor], dim: usize) -> Grads {
+    let mut offset = SymInt::from(0);
+    let mut out = Grads::with_capacity(x.len());
+    for a in x {
+        let n = a.size(dim);
+        let idx = Tensor::arange_sym(&n).on(g);
+        let idx = match offset.as_static() {
+            Some(o) => &idx + o,
+            None => &idx + &size_tensor(&offset, g),
+        };
+        out.push(Some(g.index_select(dim, &idx)));
+        offset = offset + n;
+    }
+    out
+}
+
+/// The gradient of `pad_to_bound(a)`: `g` cropped back to `a`'s real sizes.
+#[track_caller]
+fn crop_to_real(g: &Tensor, a: &Tensor) -> Tensor {
+    let mut d = g.clone();
+    for (k, s) in a.sizes().iter().enumerate() {
+        if s.is_dynamic() {
+            d = d.index_select(k, &Tensor::arange_sym(s).on(g));
+        }
+    }
+    d
+}
+
+/// The gradient of a reduction of `a` over `dims`, whose result is `out`.
+#[track_caller]
+fn reduce_grad(kind: ReduceKind, dims: &[usize], g: &Tensor, a: &Tensor, out: &Tensor) -> Tensor {
+    let back = |t: &Tensor| t.unreduce(a, dims);
+    match kind {
+        ReduceKind::Sum => back(g),
+        ReduceKind::Max | ReduceKind::Min => {
+            // Ties share the gradient evenly (as PyTorch's amax).
+            let mask = a.eq(&back(out)).to_dtype(a.dtype());
+            let count = back(&mask.sum_dims(dims, false));
+            &back(g) * &mask / &count
+        }
+        ReduceKind::Prod => &back(g) * &prod_grad_factor(a, dims),
+    }
+}
+
+/// The gradients of `dot(a, b)`: each one dot summing over what the
+/// forward dot kept free (see `Dot::grads`), so a batch times a matrix
+/// gets its matrix gradient from one contraction over all leading dims,
+/// never a batched product reduced afterwards.
+#[track_caller]
+fn dot_grads(dot: &Dot, g: &Tensor, a: &Tensor, b: &Tensor) -> Grads {
+    let [(dl, pl), (dr, pr)] = dot.grads(a.rank(), b.rank());
+    smallvec![
+        Some(g.dot_general(b, dl).permute(&pl)),
+        Some(a.dot_general(g, dr).permute(&pr)),
+    ]
 }
 
 /// The gradient of a window reduction of `a`: windowed sums spread `g`
@@ -320,7 +278,7 @@ fn unbroadcast(g: &Tensor, a: &Tensor, shape: &[SizeExpr], dims: &[usize]) -> Te
 impl Tensor {
     /// `1 / self`.
     #[track_caller]
-    fn reciprocal(&self) -> Tensor {
+    pub(super) fn reciprocal(&self) -> Tensor {
         &self.ones_like() / self
     }
 

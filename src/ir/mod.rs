@@ -4,6 +4,7 @@ pub(crate) mod check;
 pub(crate) mod collective;
 pub mod conv;
 pub mod dot;
+pub mod elementwise;
 pub(crate) mod infer;
 pub(crate) mod leaf;
 pub mod loops;
@@ -20,5 +21,5 @@ pub use conv::Conv;
 pub use dot::Dot;
 pub use node::{live_node_count, Node};
 pub use op::{
-    ArgKind, BinaryOp, CmpOp, Lit, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind,
+    ArgKind, BinaryOp, CmpOp, Family, Lit, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind,
 };

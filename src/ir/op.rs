@@ -1,15 +1,21 @@
 //! The closed set of primitive operations.
 //!
-//! Four exhaustive `match`es over [`Op`] give an op its meaning: shape and
+//! Five exhaustive `match`es over [`Op`] give an op its meaning: shape and
 //! dtype inference (`ir::infer`), reference evaluation
-//! (`backend::reference::eval`), StableHLO lowering (`backend::pjrt::lower`)
-//! and the gradient rule (`autograd::rules`). A new variant does not compile
-//! until all four handle it. User-level ops that cost nothing extra as
-//! compositions (softmax, gelu, losses, mean) are built in `tensor` from these.
+//! (`backend::reference::eval`), StableHLO lowering (`backend::pjrt::lower`),
+//! the gradient rule (`autograd::rules`) and the printer (`ir::print`). A
+//! new variant does not compile until all handle it, and until
+//! [`Op::family`] classifies it; helpers that only need a property of the
+//! family (size arguments, checks, whether a use observes positions)
+//! match families. Elementwise ops are rows of one table
+//! (`ir::elementwise`) that every stage expands. User-level ops that cost
+//! nothing extra as compositions (softmax, gelu, losses, mean) are built in
+//! `tensor` from these.
 
 use super::check::SizeCheck;
 use super::conv::Conv;
 use super::dot::Dot;
+pub use super::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use super::leaf::LeafData;
 use super::loops::Loop;
 pub use super::window::{Window, WindowKind};
@@ -32,70 +38,6 @@ impl Hash for Lit {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.to_bits().hash(state)
     }
-}
-
-/// Elementwise functions of one operand.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
-pub enum UnaryOp {
-    Neg,
-    Abs,
-    Exp,
-    Log,
-    Sqrt,
-    Rsqrt,
-    Tanh,
-    Sigmoid,
-    Erf,
-    Floor,
-    Sign,
-    Sin,
-    Cos,
-    /// Logical negation (Bool only).
-    Not,
-    /// `ln(1 + x)`, accurate near 0 (StableHLO's `log_plus_one`).
-    Log1p,
-    /// `e^x - 1`, accurate near 0 (StableHLO's `exponential_minus_one`).
-    Expm1,
-    /// Rounds up.
-    Ceil,
-    /// Rounds to the nearest integer, ties to even (PyTorch's `round`).
-    RoundNearestEven,
-    /// True where the element is neither infinite nor NaN: a float
-    /// operand, a Bool result.
-    IsFinite,
-}
-
-/// Elementwise functions of two operands of the same dtype and shape.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    /// Floats: true division; integers: truncating division.
-    Div,
-    Pow,
-    Max,
-    Min,
-    /// Remainder with the sign of the divisor (PyTorch's `remainder`).
-    Rem,
-    /// Logical and (Bool only).
-    And,
-    /// Logical or (Bool only).
-    Or,
-}
-
-/// Elementwise comparisons; the result is Bool.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
-pub enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
 }
 
 /// Reductions over a set of dimensions.
@@ -410,53 +352,131 @@ pub enum Op {
     },
 }
 
+/// A family of ops, as tinygrad's `GroupOp` sets: helpers over [`Op`]
+/// match the handful of families instead of each variant. [`Op::family`]
+/// is the one exhaustive list of which variant is in which family; a
+/// family carries the run-time size arguments and checks its members may
+/// have, so [`Op::size_args`] and [`Op::checks`] read them off it and a
+/// new variant is classified once.
+#[derive(Copy, Clone, Debug)]
+pub enum Family<'a> {
+    /// No operand to follow (a seed aside): `Data`, `Scalar`, `Iota`,
+    /// `SizeOf`, `RandomUniform`. `sizes`: the shape or size it is made of.
+    Source {
+        /// The size expressions the op evaluates.
+        sizes: &'a [SizeExpr],
+    },
+    /// Element `i` of the result from element `i` of each operand:
+    /// `Unary`, `Binary`, `Compare`, `Select`, `Convert` (the table of
+    /// `ir::elementwise`). No size arguments, no checks.
+    Elementwise,
+    /// The operand's elements moved, repeated, cut, placed or renamed, their
+    /// values unchanged: `Broadcast`, `Reshape`, `Transpose`, `Slice`,
+    /// `Concat`, `Reverse`, `PadToBound`, `Guard`, `Sharding`.
+    Layout {
+        /// The target shape of `Broadcast`, `Reshape` and `Guard`.
+        sizes: &'a [SizeExpr],
+        /// A guard's checks.
+        checks: &'a [SizeCheck],
+    },
+    /// Reductions over whole dims: `Reduce`, `ArgReduce`. No size
+    /// arguments, no checks.
+    Reduction,
+    /// Sliding windows: `ReduceWindow`, `SelectAndScatter`. No size
+    /// arguments, no checks.
+    Window,
+    /// Sums of products: `Dot`, `Convolution`. No size arguments, no checks.
+    Contraction,
+    /// Reading or writing at indices or a mask: `IndexSelect`, `Gather`,
+    /// `IndexAdd`, `Scatter`, `Argsort`, `MaskedScatter`. No size
+    /// arguments, no checks.
+    Indexing,
+    /// A result whose size depends on the data: `Nonzero`, `MaskedSelect`,
+    /// `Unique`, `UniqueCounts`. No size arguments, no checks.
+    Dynamic,
+    /// Across the replicas that run the program: `AllReduce`, `AllGather`,
+    /// `ReduceScatter`, `ReplicaId`. No size arguments, no checks.
+    Collective,
+    /// Device loops: `While`, `LoopResult`.
+    Loop {
+        /// A loop's sizes from outside its programs.
+        sizes: &'a [SizeExpr],
+        /// The checks of its programs.
+        checks: &'a [SizeCheck],
+    },
+}
+
 impl Op {
-    /// The size expressions the op evaluates at run time: its own
-    /// arguments, not its output shape. A program must be able to compute
-    /// every variable they mention (see `runtime::canonical`).
-    pub fn size_args(&self) -> &[SizeExpr] {
+    /// The op's family, with the size arguments and checks it carries.
+    pub fn family(&self) -> Family<'_> {
         match self {
-            Op::Iota { shape, .. }
-            | Op::RandomUniform { shape, .. }
-            | Op::Broadcast { shape, .. }
-            | Op::Reshape { shape }
-            | Op::Guard { shape, .. } => shape,
-            Op::SizeOf(e) => std::slice::from_ref(e),
-            Op::While(l) => &l.outer_sizes,
-            Op::Data { .. }
-            | Op::Scalar { .. }
-            | Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Convert(_)
-            | Op::Transpose { .. }
+            Op::Data { .. } | Op::Scalar { .. } => Family::Source { sizes: &[] },
+            Op::Iota { shape, .. } | Op::RandomUniform { shape, .. } => {
+                Family::Source { sizes: shape }
+            }
+            Op::SizeOf(e) => Family::Source {
+                sizes: std::slice::from_ref(e),
+            },
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Convert(_) => {
+                Family::Elementwise
+            }
+            Op::Broadcast { shape, .. } | Op::Reshape { shape } => Family::Layout {
+                sizes: shape,
+                checks: &[],
+            },
+            Op::Guard { shape, checks } => Family::Layout {
+                sizes: shape,
+                checks,
+            },
+            Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Concat { .. }
             | Op::Reverse { .. }
             | Op::PadToBound { .. }
-            | Op::Reduce { .. }
-            | Op::ArgReduce { .. }
-            | Op::ReduceWindow { .. }
-            | Op::SelectAndScatter { .. }
-            | Op::Dot(_)
-            | Op::Convolution(_)
-            | Op::IndexSelect { .. }
+            | Op::Sharding(_) => Family::Layout {
+                sizes: &[],
+                checks: &[],
+            },
+            Op::Reduce { .. } | Op::ArgReduce { .. } => Family::Reduction,
+            Op::ReduceWindow { .. } | Op::SelectAndScatter { .. } => Family::Window,
+            Op::Dot(_) | Op::Convolution(_) => Family::Contraction,
+            Op::IndexSelect { .. }
             | Op::Gather { .. }
             | Op::IndexAdd { .. }
             | Op::Scatter { .. }
             | Op::Argsort { .. }
-            | Op::MaskedScatter
-            | Op::Nonzero
-            | Op::MaskedSelect
-            | Op::Unique
-            | Op::UniqueCounts
-            | Op::AllReduce { .. }
+            | Op::MaskedScatter => Family::Indexing,
+            Op::Nonzero | Op::MaskedSelect | Op::Unique | Op::UniqueCounts => Family::Dynamic,
+            Op::AllReduce { .. }
             | Op::AllGather { .. }
             | Op::ReduceScatter { .. }
-            | Op::ReplicaId
-            | Op::Sharding(_)
-            | Op::LoopResult { .. } => &[],
+            | Op::ReplicaId => Family::Collective,
+            Op::While(l) => Family::Loop {
+                sizes: &l.outer_sizes,
+                checks: &l.checks,
+            },
+            Op::LoopResult { .. } => Family::Loop {
+                sizes: &[],
+                checks: &[],
+            },
+        }
+    }
+
+    /// The size expressions the op evaluates at run time: its own
+    /// arguments, not its output shape. A program must be able to compute
+    /// every variable they mention (see `runtime::canonical`).
+    pub fn size_args(&self) -> &[SizeExpr] {
+        match self.family() {
+            Family::Source { sizes }
+            | Family::Layout { sizes, .. }
+            | Family::Loop { sizes, .. } => sizes,
+            Family::Elementwise
+            | Family::Reduction
+            | Family::Window
+            | Family::Contraction
+            | Family::Indexing
+            | Family::Dynamic
+            | Family::Collective => &[],
         }
     }
 
@@ -471,40 +491,12 @@ impl Op {
             | Op::Guard { shape, .. } => shape,
             Op::SizeOf(e) => std::slice::from_mut(e),
             Op::While(l) => &mut std::sync::Arc::make_mut(l).outer_sizes,
-            Op::Data { .. }
-            | Op::Scalar { .. }
-            | Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Convert(_)
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Concat { .. }
-            | Op::Reverse { .. }
-            | Op::PadToBound { .. }
-            | Op::Reduce { .. }
-            | Op::ArgReduce { .. }
-            | Op::ReduceWindow { .. }
-            | Op::SelectAndScatter { .. }
-            | Op::Dot(_)
-            | Op::Convolution(_)
-            | Op::IndexSelect { .. }
-            | Op::Gather { .. }
-            | Op::IndexAdd { .. }
-            | Op::Scatter { .. }
-            | Op::Argsort { .. }
-            | Op::MaskedScatter
-            | Op::Nonzero
-            | Op::MaskedSelect
-            | Op::Unique
-            | Op::UniqueCounts
-            | Op::AllReduce { .. }
-            | Op::AllGather { .. }
-            | Op::ReduceScatter { .. }
-            | Op::ReplicaId
-            | Op::Sharding(_)
-            | Op::LoopResult { .. } => &mut [],
+            // `Op::family` lists every variant; the ones above are all
+            // whose family carries sizes.
+            other => {
+                debug_assert!(other.size_args().is_empty(), "{} has sizes", other.name());
+                &mut []
+            }
         }
     }
 
@@ -513,48 +505,16 @@ impl Op {
     /// every variable a guard's mention, as for [`Op::size_args`]; a
     /// loop's mention its programs' variables, which it computes inside.
     pub(crate) fn checks(&self) -> &[SizeCheck] {
-        match self {
-            Op::Guard { checks, .. } => checks,
-            Op::While(l) => &l.checks,
-            Op::Data { .. }
-            | Op::Scalar { .. }
-            | Op::Iota { .. }
-            | Op::SizeOf(_)
-            | Op::RandomUniform { .. }
-            | Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Convert(_)
-            | Op::Broadcast { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Concat { .. }
-            | Op::Reverse { .. }
-            | Op::PadToBound { .. }
-            | Op::Reduce { .. }
-            | Op::ArgReduce { .. }
-            | Op::ReduceWindow { .. }
-            | Op::SelectAndScatter { .. }
-            | Op::Dot(_)
-            | Op::Convolution(_)
-            | Op::IndexSelect { .. }
-            | Op::Gather { .. }
-            | Op::IndexAdd { .. }
-            | Op::Scatter { .. }
-            | Op::Argsort { .. }
-            | Op::MaskedScatter
-            | Op::Nonzero
-            | Op::MaskedSelect
-            | Op::Unique
-            | Op::UniqueCounts
-            | Op::AllReduce { .. }
-            | Op::AllGather { .. }
-            | Op::ReduceScatter { .. }
-            | Op::ReplicaId
-            | Op::Sharding(_)
-            | Op::LoopResult { .. } => &[],
+        match self.family() {
+            Family::Layout { checks, .. } | Family::Loop { checks, .. } => checks,
+            Family::Source { .. }
+            | Family::Elementwise
+            | Family::Reduction
+            | Family::Window
+            | Family::Contraction
+            | Family::Indexing
+            | Family::Dynamic
+            | Family::Collective => &[],
         }
     }
 
@@ -566,47 +526,9 @@ impl Op {
             Op::Iota { .. } => "iota",
             Op::SizeOf(_) => "size_of",
             Op::RandomUniform { .. } => "random_uniform",
-            Op::Unary(u) => match u {
-                UnaryOp::Neg => "neg",
-                UnaryOp::Abs => "abs",
-                UnaryOp::Exp => "exp",
-                UnaryOp::Log => "log",
-                UnaryOp::Sqrt => "sqrt",
-                UnaryOp::Rsqrt => "rsqrt",
-                UnaryOp::Tanh => "tanh",
-                UnaryOp::Sigmoid => "sigmoid",
-                UnaryOp::Erf => "erf",
-                UnaryOp::Floor => "floor",
-                UnaryOp::Sign => "sign",
-                UnaryOp::Sin => "sin",
-                UnaryOp::Cos => "cos",
-                UnaryOp::Not => "not",
-                UnaryOp::Log1p => "log1p",
-                UnaryOp::Expm1 => "expm1",
-                UnaryOp::Ceil => "ceil",
-                UnaryOp::RoundNearestEven => "round",
-                UnaryOp::IsFinite => "isfinite",
-            },
-            Op::Binary(b) => match b {
-                BinaryOp::Add => "add",
-                BinaryOp::Sub => "sub",
-                BinaryOp::Mul => "mul",
-                BinaryOp::Div => "div",
-                BinaryOp::Pow => "pow",
-                BinaryOp::Max => "max",
-                BinaryOp::Min => "min",
-                BinaryOp::Rem => "rem",
-                BinaryOp::And => "and",
-                BinaryOp::Or => "or",
-            },
-            Op::Compare(c) => match c {
-                CmpOp::Eq => "eq",
-                CmpOp::Ne => "ne",
-                CmpOp::Lt => "lt",
-                CmpOp::Le => "le",
-                CmpOp::Gt => "gt",
-                CmpOp::Ge => "ge",
-            },
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Compare(c) => c.name(),
             Op::Select => "select",
             Op::Convert(_) => "convert",
             Op::Broadcast { .. } => "broadcast",

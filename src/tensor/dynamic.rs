@@ -84,7 +84,7 @@ impl Tensor {
         } else {
             mask.ne_scalar(0.0)
         };
-        let shape = super::elementwise::broadcast_shapes(
+        let shape = super::broadcast::broadcast_shapes(
             "masked_select",
             &self.shape_exprs(),
             &m.shape_exprs(),

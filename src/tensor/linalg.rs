@@ -1,6 +1,6 @@
 //! Matrix multiplication with `torch.matmul`'s rules.
 
-use super::elementwise::try_broadcast_shapes;
+use super::broadcast::try_broadcast_shapes;
 use super::Tensor;
 use crate::dtype::{result_type, Priority};
 use crate::ir::node::shape_string;

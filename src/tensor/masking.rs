@@ -41,7 +41,7 @@ impl Tensor {
             );
         }
         let (shape, mshape) = (self.shape_exprs(), mask.shape_exprs());
-        let joint = super::elementwise::broadcast_shapes(op, &mshape, &shape);
+        let joint = super::broadcast::broadcast_shapes(op, &mshape, &shape);
         if joint.len() != shape.len() {
             panic!(
                 "{}",

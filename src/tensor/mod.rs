@@ -1,8 +1,10 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
+mod broadcast;
 mod bucket;
 pub(crate) mod capture_mode;
 mod collective;
+mod compare;
 mod control_flow;
 mod conv;
 mod create;

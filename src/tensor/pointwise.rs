@@ -11,7 +11,7 @@
 //! discards is computed on a safe input, so its gradient (zero) never
 //! meets an infinity and turns into NaN.
 
-use super::elementwise::priority;
+use super::broadcast::priority;
 use super::Tensor;
 use crate::dtype::{result_type, DType, Priority};
 use crate::error::Error;

@@ -2,7 +2,7 @@
 //! `i64` on either side (an `i64` keeps an integer tensor's dtype, as a
 //! Python int does), and unary `-`.
 
-use super::elementwise::Rhs;
+use super::broadcast::Rhs;
 use super::Tensor;
 use crate::dtype::DType;
 use crate::ir::BinaryOp;

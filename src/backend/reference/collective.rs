@@ -4,8 +4,9 @@
 //! their operands, as devices do. Outside a replicated execution a thread
 //! is replica 0 of 1, so a collective is the identity.
 
+use super::elementwise::binary;
 use super::err;
-use super::eval::{binary, concat};
+use super::layout::concat;
 use crate::error::Result;
 use crate::host::HostArray;
 use crate::ir::{BinaryOp, ReduceKind};

@@ -1,32 +1,84 @@
 //! Reference evaluation: one exhaustive `match` over [`Op`] on exact sizes.
+//!
+//! `run` walks the program's nodes in order; each arm of `eval_node`
+//! calls its family's kernels (`elementwise.rs`, `layout.rs`,
+//! `indexing.rs`, `window.rs`, `conv.rs`, `collective.rs`, `loops.rs`),
+//! and what every node shares (widening halves, reserving memory, naming
+//! the failed node) stays in `run`.
 
 use super::conv;
+use super::elementwise::{self, half_kernel};
 use super::err;
-use super::kernels::{self, check_index, with_index, Num};
+use super::indexing;
+use super::kernels::{self, Num};
+use super::layout;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::host::HostArray;
+use crate::ir::check::SizeCheck;
 use crate::ir::node::{describe_value, describe_values};
-use crate::ir::program::{Program, VarSource};
-use crate::ir::{ArgKind, BinaryOp, CmpOp, Op, ReduceKind, ScatterMode, UnaryOp};
+use crate::ir::program::{PNode, Program, VarSource};
+use crate::ir::{ArgKind, Dot, Op, ReduceKind};
 use crate::map_host_array;
 use crate::symint::{SizeExpr, VarRef};
-use ndarray::{ArrayD, Axis, IxDyn};
+use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 
-/// Runs `$body` with `$b`, `$s` bound to two arrays of the same numeric
-/// dtype, rewrapping the result.
-macro_rules! numeric_pair {
-    ($base:expr, $src:expr, $op:expr, |$b:ident, $s:ident| $body:expr) => {
-        match ($base, $src) {
-            (HostArray::F32($b), HostArray::F32($s)) => HostArray::F32($body),
-            (HostArray::F64($b), HostArray::F64($s)) => HostArray::F64($body),
-            (HostArray::I32($b), HostArray::I32($s)) => HostArray::I32($body),
-            (HostArray::I64($b), HostArray::I64($s)) => HostArray::I64($body),
-            _ => return Err(err($op, "unsupported dtypes")),
-        }
-    };
+/// Where one execution's size expressions get their values: the program's
+/// variables are dims of computed values or size arguments.
+struct Sizes<'a> {
+    program: &'a Program,
+    positions: HashMap<u64, usize>,
+    var_args: &'a [i64],
 }
+
+impl Sizes<'_> {
+    /// The value of `e`, given the values computed so far.
+    fn value(&self, e: &SizeExpr, values: &[HostArray]) -> Result<i64> {
+        let (program, positions, var_args) = (self.program, &self.positions, self.var_args);
+        let mut missing = None;
+        let v = e.eval(&mut |var: &VarRef| match positions
+            .get(&var.0.id)
+            .map(|&p| &program.vars[p].source)
+        {
+            Some(VarSource::Dim { node, dim }) => values[*node].shape()[*dim] as i64,
+            Some(VarSource::Arg(k)) => var_args[*k],
+            None => {
+                missing = Some(var.0.id);
+                0
+            }
+        });
+        match missing {
+            Some(id) => Err(crate::error::Error::internal(
+                "reference",
+                format!("size variable s{id} has no source"),
+            )),
+            None => Ok(v),
+        }
+    }
+
+    /// The values of a shape's sizes (a negative one as 0).
+    fn dims(&self, shape: &[SizeExpr], values: &[HostArray]) -> Result<Vec<usize>> {
+        shape
+            .iter()
+            .map(|e| self.value(e, values).map(|v| v.max(0) as usize))
+            .collect()
+    }
+
+    /// Fails with the first of `checks` that does not hold.
+    fn check(&self, checks: &[SizeCheck], values: &[HostArray]) -> Result<()> {
+        for c in checks {
+            let (l, r) = (self.value(&c.lhs, values)?, self.value(&c.rhs, values)?);
+            if !c.holds(l, r) {
+                return Err(c.failure(l, r));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each parameter's array and the sizes of its dynamic dims, in order.
+type Params = std::vec::IntoIter<(HostArray, Vec<i64>)>;
 
 /// Evaluates every node of `program`; returns each node's value.
 pub(super) fn run(
@@ -34,368 +86,22 @@ pub(super) fn run(
     params: Vec<(HostArray, Vec<i64>)>,
     var_args: &[i64],
 ) -> Result<Vec<HostArray>> {
-    let positions = program.var_positions();
+    let sizes = Sizes {
+        program,
+        positions: program.var_positions(),
+        var_args,
+    };
     let mut values: Vec<HostArray> = Vec::with_capacity(program.nodes.len());
     // Each loop node's results (its own value is a token).
     let mut loops: HashMap<usize, Vec<HostArray>> = HashMap::new();
     let mut params = params.into_iter();
     for (i, node) in program.nodes.iter().enumerate() {
-        let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
-        // Halves compute in f32: their operands are widened (exactly) here
-        // and the result rounded back to the node's half dtype below, so
-        // every op rounds once, as a half kernel that accumulates in f32.
-        let widened: Vec<HostArray>;
-        let ins: Vec<&HostArray> = if ins.iter().any(|a| a.dtype().is_half()) {
-            widened = ins.iter().map(|a| widen(a)).collect();
-            widened.iter().collect()
-        } else {
-            ins
-        };
-        let dims = |e: &[SizeExpr], values: &[HostArray]| -> Result<Vec<usize>> {
-            e.iter()
-                .map(|x| {
-                    size_value(x, program, &positions, values, var_args).map(|v| v.max(0) as usize)
-                })
-                .collect()
-        };
+        // Every failure is reported with the node it happened in.
         reserve(node).map_err(|e| node_failed(program, i, e))?;
-        // One closure per node, so that every failure below is reported
-        // with the node it happened in.
-        let mut eval = || -> Result<HostArray> {
-            Ok(match &node.op {
-                Op::Data { .. } => {
-                    let (a, sizes) = params
-                        .next()
-                        .ok_or_else(|| err("execute", "too few parameters"))?;
-                    let mut dyn_sizes = sizes.into_iter();
-                    let real: Vec<usize> = node
-                        .shape
-                        .iter()
-                        .zip(a.shape())
-                        .map(|(e, &s)| {
-                            if e.as_const().is_some() {
-                                s
-                            } else {
-                                dyn_sizes.next().unwrap_or(s as i64) as usize
-                            }
-                        })
-                        .collect();
-                    if real.as_slice() == a.shape() {
-                        a
-                    } else {
-                        map_host_array!(&a, x => kernels::slice_to(x, &real))
-                    }
-                }
-                Op::Scalar { value, dtype } => HostArray::full(*dtype, &[], value.0),
-                Op::Iota { dtype, shape, dim } => {
-                    let sh = dims(shape, &values)?;
-                    let a = ArrayD::from_shape_fn(IxDyn(&sh), |p| p[*dim] as i64);
-                    HostArray::I64(a).cast(*dtype)
-                }
-                Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(
-                    IxDyn(&[]),
-                    size_value(e, program, &positions, &values, var_args)?,
-                )),
-                Op::RandomUniform { dtype, shape } => {
-                    let sh = dims(shape, &values)?;
-                    let seed = match ins[0] {
-                        HostArray::I64(s) => *s
-                            .iter()
-                            .next()
-                            .ok_or_else(|| err("random_uniform", "empty seed"))?,
-                        _ => return Err(err("random_uniform", "the seed must be i64")),
-                    };
-                    let mut i = 0u32;
-                    let a = ArrayD::from_shape_simple_fn(IxDyn(&sh), || {
-                        let u = crate::ir::random::uniform(seed, i);
-                        i = i.wrapping_add(1);
-                        u
-                    });
-                    HostArray::F64(a).cast(*dtype)
-                }
-                Op::Unary(u) => unary(*u, ins[0])?,
-                Op::Binary(b) => binary(*b, ins[0], ins[1])?,
-                Op::Compare(c) => compare(*c, ins[0], ins[1])?,
-                Op::Select => {
-                    let HostArray::Bool(c) = ins[0] else {
-                        return Err(err("select", "condition must be bool"));
-                    };
-                    match (ins[1], ins[2]) {
-                        (HostArray::Bool(t), HostArray::Bool(f)) => {
-                            HostArray::Bool(select(c, t, f))
-                        }
-                        (HostArray::I32(t), HostArray::I32(f)) => HostArray::I32(select(c, t, f)),
-                        (HostArray::I64(t), HostArray::I64(f)) => HostArray::I64(select(c, t, f)),
-                        (HostArray::F32(t), HostArray::F32(f)) => HostArray::F32(select(c, t, f)),
-                        (HostArray::F64(t), HostArray::F64(f)) => HostArray::F64(select(c, t, f)),
-                        _ => return Err(err("select", "branch dtypes differ")),
-                    }
-                }
-                Op::Convert(d) => ins[0].cast(*d),
-                Op::Broadcast { shape, dims: map } => {
-                    let sh = dims(shape, &values)?;
-                    let x = ins[0];
-                    let mut expanded = vec![1usize; sh.len()];
-                    for (i, &d) in map.iter().enumerate() {
-                        expanded[d] = x.shape()[i];
-                    }
-                    map_host_array!(x, a => {
-                        let r = a.to_shape(IxDyn(&expanded)).map_err(|e| err("broadcast", e.to_string()))?;
-                        r.broadcast(IxDyn(&sh)).ok_or_else(|| err("broadcast", format!("cannot broadcast {:?} to {:?}", a.shape(), sh)))?.to_owned()
-                    })
-                }
-                Op::Reshape { shape } => {
-                    let sh = dims(shape, &values)?;
-                    map_host_array!(ins[0], a => {
-                        a.to_shape(IxDyn(&sh)).map_err(|e| err("reshape", format!("{:?} -> {:?}: {e}", a.shape(), sh)))?.to_owned()
-                    })
-                }
-                Op::Transpose { perm } => {
-                    map_host_array!(ins[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
-                }
-                Op::Slice { dim, start, len } => {
-                    // Exact sizes: a dynamic dim clamps (see `Op::Slice`).
-                    map_host_array!(ins[0], a => {
-                        let n = a.shape()[*dim];
-                        let from = (*start).min(n);
-                        a.slice_axis(Axis(*dim), ndarray::Slice::from(from..start.saturating_add(*len).min(n))).to_owned()
-                    })
-                }
-                Op::Concat { dim } => concat(&ins, *dim)?,
-                Op::Reverse { dims: ds } => map_host_array!(ins[0], a => {
-                    // Exact sizes: reversing the whole axis is reversing
-                    // the real elements.
-                    let mut v = a.view();
-                    for &d in ds {
-                        v.invert_axis(Axis(d));
-                    }
-                    v.as_standard_layout().into_owned()
-                }),
-                Op::Guard { shape, checks } => {
-                    let size = |e: &SizeExpr| size_value(e, program, &positions, &values, var_args);
-                    for c in checks.iter() {
-                        let (l, r) = (size(&c.lhs)?, size(&c.rhs)?);
-                        if !c.holds(l, r) {
-                            return Err(c.failure(l, r));
-                        }
-                    }
-                    let sh = dims(shape, &values)?;
-                    if ins[0].shape() != sh.as_slice() {
-                        return Err(err(
-                            "guard",
-                            format!(
-                                "checked sizes {sh:?} differ from the operand's {:?}",
-                                ins[0].shape()
-                            ),
-                        ));
-                    }
-                    ins[0].clone()
-                }
-                Op::PadToBound { fill } => {
-                    let bound: Vec<usize> =
-                        node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
-                    ins[0]
-                        .padded(&bound, fill.0)
-                        .ok_or_else(|| err("pad_to_bound", "the value exceeds its bound"))?
-                }
-                Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
-                Op::ArgReduce { kind, dim } => {
-                    macro_rules! arg {
-                        ($a:expr) => {
-                            match kind {
-                                ArgKind::Max => kernels::arg_reduce($a, *dim, |x, b| x > b),
-                                ArgKind::Min => kernels::arg_reduce($a, *dim, |x, b| x < b),
-                            }
-                        };
-                    }
-                    HostArray::I64(match ins[0] {
-                        HostArray::I32(a) => arg!(a),
-                        HostArray::I64(a) => arg!(a),
-                        HostArray::F32(a) => arg!(a),
-                        HostArray::F64(a) => arg!(a),
-                        HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
-                        HostArray::F16(_) | HostArray::BF16(_) => {
-                            return Err(half_kernel("argmax"))
-                        }
-                    })
-                }
-                Op::ReduceWindow { kind, window } => {
-                    super::window::reduce_window(*kind, ins[0], window)?
-                }
-                Op::SelectAndScatter { kind, window } => {
-                    super::window::select_and_scatter(*kind, ins[0], ins[1], window)?
-                }
-                Op::Dot(d) => match (ins[0], ins[1]) {
-                    (HostArray::F32(a), HostArray::F32(b)) => {
-                        HostArray::F32(kernels::dot_general(a, b, d))
-                    }
-                    (HostArray::F64(a), HostArray::F64(b)) => {
-                        HostArray::F64(kernels::dot_general(a, b, d))
-                    }
-                    (HostArray::I32(a), HostArray::I32(b)) => {
-                        HostArray::I32(kernels::dot_general(a, b, d))
-                    }
-                    (HostArray::I64(a), HostArray::I64(b)) => {
-                        HostArray::I64(kernels::dot_general(a, b, d))
-                    }
-                    _ => return Err(err("matmul", "unsupported dtypes")),
-                },
-                Op::Convolution(c) => match (ins[0], ins[1]) {
-                    (HostArray::F32(x), HostArray::F32(w)) => {
-                        HostArray::F32(conv::convolution(x, w, c))
-                    }
-                    (HostArray::F64(x), HostArray::F64(w)) => {
-                        HostArray::F64(conv::convolution(x, w, c))
-                    }
-                    _ => return Err(err("convolution", "unsupported dtypes")),
-                },
-                Op::IndexSelect { dim } => {
-                    let idx = indices(ins[1])?;
-                    let size = ins[0].shape()[*dim];
-                    let idx = idx
-                        .iter()
-                        .map(|&i| check_index("index_select", i, size))
-                        .collect::<Result<Vec<_>>>()?;
-                    map_host_array!(ins[0], a => a.select(Axis(*dim), &idx))
-                }
-                Op::Gather { dim } => {
-                    let idx = index_array(ins[1])?;
-                    let size = ins[0].shape()[*dim];
-                    for &i in idx.iter() {
-                        check_index("gather", i, size)?;
-                    }
-                    map_host_array!(ins[0], a => ArrayD::from_shape_fn(idx.raw_dim(), |p| a[with_index(&p, *dim, idx[&p] as usize)]))
-                }
-                Op::IndexAdd { dim } => {
-                    let idx = indices(ins[1])?;
-                    let size = ins[0].shape()[*dim];
-                    let idx = idx
-                        .iter()
-                        .map(|&i| check_index("index_add", i, size))
-                        .collect::<Result<Vec<_>>>()?;
-                    numeric_pair!(ins[0], ins[2], "index_add", |base, src| {
-                        let mut out = base.clone();
-                        for (k, &i) in idx.iter().enumerate() {
-                            let s = src.index_axis(Axis(*dim), k);
-                            out.index_axis_mut(Axis(*dim), i)
-                                .zip_mut_with(&s, |o, &v| *o = Num::add(*o, v));
-                        }
-                        out
-                    })
-                }
-                Op::Scatter { dim, mode } => scatter(&ins, *dim, *mode)?,
-                Op::Argsort {
-                    dim,
-                    descending,
-                    first,
-                } => {
-                    let (d, desc) = (*dim, *descending);
-                    let perm = match ins[0] {
-                        HostArray::Bool(a) => kernels::argsort(a, d, desc),
-                        HostArray::I32(a) => kernels::argsort(a, d, desc),
-                        HostArray::I64(a) => kernels::argsort(a, d, desc),
-                        HostArray::F32(a) => kernels::argsort(a, d, desc),
-                        HostArray::F64(a) => kernels::argsort(a, d, desc),
-                        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("sort")),
-                    };
-                    HostArray::I64(match first {
-                        Some(k) => kernels::first_along(&perm, d, *k),
-                        None => perm,
-                    })
-                }
-                Op::MaskedScatter => {
-                    let HostArray::Bool(mask) = ins[1] else {
-                        return Err(err("masked_scatter", "mask must be bool"));
-                    };
-                    let needed = mask.iter().filter(|&&m| m).count();
-                    if ins[2].shape()[0] < needed {
-                        return Err(err(
-                            "masked_scatter",
-                            format!(
-                                "the source has {} elements, the mask selects {needed}",
-                                ins[2].shape()[0]
-                            ),
-                        ));
-                    }
-                    match (ins[0], ins[2]) {
-                        (HostArray::F32(b), HostArray::F32(s)) => {
-                            HostArray::F32(masked_scatter(b, mask, s))
-                        }
-                        (HostArray::F64(b), HostArray::F64(s)) => {
-                            HostArray::F64(masked_scatter(b, mask, s))
-                        }
-                        (HostArray::I32(b), HostArray::I32(s)) => {
-                            HostArray::I32(masked_scatter(b, mask, s))
-                        }
-                        (HostArray::I64(b), HostArray::I64(s)) => {
-                            HostArray::I64(masked_scatter(b, mask, s))
-                        }
-                        (HostArray::Bool(b), HostArray::Bool(s)) => {
-                            HostArray::Bool(masked_scatter(b, mask, s))
-                        }
-                        _ => return Err(err("masked_scatter", "dtypes differ")),
-                    }
-                }
-                Op::Nonzero => HostArray::I64(match ins[0] {
-                    HostArray::Bool(a) => kernels::nonzero(a, |x| x),
-                    HostArray::I32(a) => kernels::nonzero(a, |x| x != 0),
-                    HostArray::I64(a) => kernels::nonzero(a, |x| x != 0),
-                    HostArray::F32(a) => kernels::nonzero(a, |x| x != 0.0),
-                    HostArray::F64(a) => kernels::nonzero(a, |x| x != 0.0),
-                    HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("nonzero")),
-                }),
-                Op::MaskedSelect => {
-                    let HostArray::Bool(mask) = ins[1] else {
-                        return Err(err("masked_select", "mask must be bool"));
-                    };
-                    map_host_array!(ins[0], a => kernels::masked_select(a, mask))
-                }
-                Op::Unique => match ins[0] {
-                    HostArray::I32(a) => HostArray::I32(kernels::unique(a)),
-                    HostArray::I64(a) => HostArray::I64(kernels::unique(a)),
-                    HostArray::F32(a) => HostArray::F32(kernels::unique(a)),
-                    HostArray::F64(a) => HostArray::F64(kernels::unique(a)),
-                    HostArray::Bool(_) => return Err(err("unique", "bool is not supported")),
-                    HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("unique")),
-                },
-                Op::UniqueCounts => HostArray::I64(match (ins[0], ins[1]) {
-                    (HostArray::I32(a), HostArray::I32(u)) => kernels::unique_counts(a, u),
-                    (HostArray::I64(a), HostArray::I64(u)) => kernels::unique_counts(a, u),
-                    (HostArray::F32(a), HostArray::F32(u)) => kernels::unique_counts(a, u),
-                    (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
-                    _ => return Err(err("unique_counts", "unsupported dtypes")),
-                }),
-                Op::AllReduce { kind, replicas } => {
-                    super::collective::all_reduce(*kind, ins[0], *replicas)?
-                }
-                Op::AllGather { dim, replicas } => {
-                    super::collective::all_gather(ins[0], *dim, *replicas)?
-                }
-                Op::ReduceScatter { dim, replicas } => {
-                    super::collective::reduce_scatter(ins[0], *dim, *replicas)?
-                }
-                Op::ReplicaId => super::collective::replica_id(),
-                // The reference runs the unpartitioned program.
-                Op::Sharding(_) => ins[0].clone(),
-                Op::While(l) => {
-                    let outer = l
-                        .outer_sizes
-                        .iter()
-                        .map(|e| size_value(e, program, &positions, &values, var_args))
-                        .collect::<Result<Vec<_>>>()?;
-                    let operands: Vec<&HostArray> =
-                        node.inputs.iter().map(|&j| &values[j]).collect();
-                    loops.insert(i, super::loops::run(l, &operands, &outer)?);
-                    HostArray::full(DType::Bool, &[], 0.0)
-                }
-                Op::LoopResult { index } => loops
-                    .get(&node.inputs[0])
-                    .and_then(|r| r.get(*index))
-                    .cloned()
-                    .ok_or_else(|| err("loop_result", "no such result"))?,
-            })
-        };
-        let v = eval().map_err(|e| node_failed(program, i, e))?;
+        let v = eval_node(&sizes, i, node, &values, &mut params, &mut loops)
+            .map_err(|e| node_failed(program, i, e))?;
+        // Halves compute in f32 (see `eval_node`): the result is rounded
+        // back to the node's half dtype here, once.
         let v = if node.dtype.is_half() && v.dtype() == DType::F32 {
             v.cast(node.dtype)
         } else {
@@ -406,6 +112,219 @@ pub(super) fn run(
     Ok(values)
 }
 
+/// The value of node `i`, given the values of the nodes before it.
+fn eval_node(
+    sizes: &Sizes,
+    i: usize,
+    node: &PNode,
+    values: &[HostArray],
+    params: &mut Params,
+    loops: &mut HashMap<usize, Vec<HostArray>>,
+) -> Result<HostArray> {
+    let ins: Vec<&HostArray> = node.inputs.iter().map(|&i| &values[i]).collect();
+    // Halves compute in f32: their operands are widened (exactly) here and
+    // `run` rounds the result, so every op rounds once, as a half kernel
+    // that accumulates in f32.
+    let widened: Vec<HostArray>;
+    let ins: Vec<&HostArray> = if ins.iter().any(|a| a.dtype().is_half()) {
+        widened = ins.iter().map(|a| widen(a)).collect();
+        widened.iter().collect()
+    } else {
+        ins
+    };
+    let dims = |shape: &[SizeExpr]| sizes.dims(shape, values);
+    Ok(match &node.op {
+        Op::Data { .. } => parameter(node, params)?,
+        Op::Scalar { value, dtype } => HostArray::full(*dtype, &[], value.0),
+        Op::Iota { dtype, shape, dim } => {
+            let a = ArrayD::from_shape_fn(IxDyn(&dims(shape)?), |p| p[*dim] as i64);
+            HostArray::I64(a).cast(*dtype)
+        }
+        Op::SizeOf(e) => HostArray::I64(ArrayD::from_elem(IxDyn(&[]), sizes.value(e, values)?)),
+        Op::RandomUniform { dtype, shape } => random_uniform(*dtype, &dims(shape)?, ins[0])?,
+        Op::Unary(u) => elementwise::unary(*u, ins[0])?,
+        Op::Binary(b) => elementwise::binary(*b, ins[0], ins[1])?,
+        Op::Compare(c) => elementwise::compare(*c, ins[0], ins[1])?,
+        Op::Select => elementwise::select(ins[0], ins[1], ins[2])?,
+        Op::Convert(d) => ins[0].cast(*d),
+        Op::Broadcast { shape, dims: map } => layout::broadcast(ins[0], map, &dims(shape)?)?,
+        Op::Reshape { shape } => layout::reshape(ins[0], &dims(shape)?)?,
+        Op::Transpose { perm } => layout::transpose(ins[0], perm),
+        Op::Slice { dim, start, len } => layout::slice(ins[0], *dim, *start, *len),
+        Op::Concat { dim } => layout::concat(&ins, *dim)?,
+        Op::Reverse { dims: ds } => layout::reverse(ins[0], ds),
+        Op::Guard { shape, checks } => {
+            sizes.check(checks, values)?;
+            layout::guard(ins[0], &dims(shape)?)?
+        }
+        Op::PadToBound { fill } => {
+            let bound: Vec<usize> = node.shape.iter().map(|e| e.hi().max(0) as usize).collect();
+            layout::pad_to_bound(ins[0], &bound, fill.0)?
+        }
+        Op::Reduce { kind, dims: ds } => reduce(*kind, ins[0], ds)?,
+        Op::ArgReduce { kind, dim } => arg_reduce(*kind, ins[0], *dim)?,
+        Op::ReduceWindow { kind, window } => super::window::reduce_window(*kind, ins[0], window)?,
+        Op::SelectAndScatter { kind, window } => {
+            super::window::select_and_scatter(*kind, ins[0], ins[1], window)?
+        }
+        Op::Dot(d) => dot(ins[0], ins[1], d)?,
+        Op::Convolution(c) => match (ins[0], ins[1]) {
+            (HostArray::F32(x), HostArray::F32(w)) => HostArray::F32(conv::convolution(x, w, c)),
+            (HostArray::F64(x), HostArray::F64(w)) => HostArray::F64(conv::convolution(x, w, c)),
+            _ => return Err(err("convolution", "unsupported dtypes")),
+        },
+        Op::IndexSelect { dim } => indexing::index_select(ins[0], ins[1], *dim)?,
+        Op::Gather { dim } => indexing::gather(ins[0], ins[1], *dim)?,
+        Op::IndexAdd { dim } => indexing::index_add(ins[0], ins[1], ins[2], *dim)?,
+        Op::Scatter { dim, mode } => indexing::scatter(&ins, *dim, *mode)?,
+        Op::Argsort {
+            dim,
+            descending,
+            first,
+        } => indexing::argsort(ins[0], *dim, *descending, *first)?,
+        Op::MaskedScatter => indexing::masked_scatter(ins[0], ins[1], ins[2])?,
+        Op::Nonzero => nonzero(ins[0])?,
+        Op::MaskedSelect => {
+            let HostArray::Bool(mask) = ins[1] else {
+                return Err(err("masked_select", "mask must be bool"));
+            };
+            map_host_array!(ins[0], a => kernels::masked_select(a, mask))
+        }
+        Op::Unique => unique(ins[0])?,
+        Op::UniqueCounts => HostArray::I64(match (ins[0], ins[1]) {
+            (HostArray::I32(a), HostArray::I32(u)) => kernels::unique_counts(a, u),
+            (HostArray::I64(a), HostArray::I64(u)) => kernels::unique_counts(a, u),
+            (HostArray::F32(a), HostArray::F32(u)) => kernels::unique_counts(a, u),
+            (HostArray::F64(a), HostArray::F64(u)) => kernels::unique_counts(a, u),
+            _ => return Err(err("unique_counts", "unsupported dtypes")),
+        }),
+        Op::AllReduce { kind, replicas } => {
+            super::collective::all_reduce(*kind, ins[0], *replicas)?
+        }
+        Op::AllGather { dim, replicas } => super::collective::all_gather(ins[0], *dim, *replicas)?,
+        Op::ReduceScatter { dim, replicas } => {
+            super::collective::reduce_scatter(ins[0], *dim, *replicas)?
+        }
+        Op::ReplicaId => super::collective::replica_id(),
+        // The reference runs the unpartitioned program.
+        Op::Sharding(_) => ins[0].clone(),
+        Op::While(l) => {
+            let outer = l
+                .outer_sizes
+                .iter()
+                .map(|e| sizes.value(e, values))
+                .collect::<Result<Vec<_>>>()?;
+            let operands: Vec<&HostArray> = node.inputs.iter().map(|&j| &values[j]).collect();
+            loops.insert(i, super::loops::run(l, &operands, &outer)?);
+            HostArray::full(DType::Bool, &[], 0.0)
+        }
+        Op::LoopResult { index } => loops
+            .get(&node.inputs[0])
+            .and_then(|r| r.get(*index))
+            .cloned()
+            .ok_or_else(|| err("loop_result", "no such result"))?,
+    })
+}
+
+/// The next parameter, cut to the real sizes of its dynamic dims.
+fn parameter(node: &PNode, params: &mut Params) -> Result<HostArray> {
+    let (a, sizes) = params
+        .next()
+        .ok_or_else(|| err("execute", "too few parameters"))?;
+    let mut dyn_sizes = sizes.into_iter();
+    let real: Vec<usize> = node
+        .shape
+        .iter()
+        .zip(a.shape())
+        .map(|(e, &s)| {
+            if e.as_const().is_some() {
+                s
+            } else {
+                dyn_sizes.next().unwrap_or(s as i64) as usize
+            }
+        })
+        .collect();
+    Ok(if real.as_slice() == a.shape() {
+        a
+    } else {
+        map_host_array!(&a, x => kernels::slice_to(x, &real))
+    })
+}
+
+/// `ir::random::uniform` of the I64 scalar `seed`, element by element in
+/// row-major order.
+fn random_uniform(dtype: DType, sh: &[usize], seed: &HostArray) -> Result<HostArray> {
+    let seed = match seed {
+        HostArray::I64(s) => *s
+            .iter()
+            .next()
+            .ok_or_else(|| err("random_uniform", "empty seed"))?,
+        _ => return Err(err("random_uniform", "the seed must be i64")),
+    };
+    let mut i = 0u32;
+    let a = ArrayD::from_shape_simple_fn(IxDyn(sh), || {
+        let u = crate::ir::random::uniform(seed, i);
+        i = i.wrapping_add(1);
+        u
+    });
+    Ok(HostArray::F64(a).cast(dtype))
+}
+
+/// The index of the first extremum along `dim` (I64).
+fn arg_reduce(kind: ArgKind, x: &HostArray, dim: usize) -> Result<HostArray> {
+    macro_rules! arg {
+        ($a:expr) => {
+            match kind {
+                ArgKind::Max => kernels::arg_reduce($a, dim, |x, b| x > b),
+                ArgKind::Min => kernels::arg_reduce($a, dim, |x, b| x < b),
+            }
+        };
+    }
+    Ok(HostArray::I64(match x {
+        HostArray::I32(a) => arg!(a),
+        HostArray::I64(a) => arg!(a),
+        HostArray::F32(a) => arg!(a),
+        HostArray::F64(a) => arg!(a),
+        HostArray::Bool(_) => return Err(err("argmax", "bool is not supported")),
+        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("argmax")),
+    }))
+}
+
+/// `dot_general` of two arrays of one numeric dtype.
+fn dot(a: &HostArray, b: &HostArray, d: &Dot) -> Result<HostArray> {
+    Ok(match (a, b) {
+        (HostArray::F32(a), HostArray::F32(b)) => HostArray::F32(kernels::dot_general(a, b, d)),
+        (HostArray::F64(a), HostArray::F64(b)) => HostArray::F64(kernels::dot_general(a, b, d)),
+        (HostArray::I32(a), HostArray::I32(b)) => HostArray::I32(kernels::dot_general(a, b, d)),
+        (HostArray::I64(a), HostArray::I64(b)) => HostArray::I64(kernels::dot_general(a, b, d)),
+        _ => return Err(err("matmul", "unsupported dtypes")),
+    })
+}
+
+/// The coordinates of the nonzeros, `[n, rank]` (I64).
+fn nonzero(x: &HostArray) -> Result<HostArray> {
+    Ok(HostArray::I64(match x {
+        HostArray::Bool(a) => kernels::nonzero(a, |x| x),
+        HostArray::I32(a) => kernels::nonzero(a, |x| x != 0),
+        HostArray::I64(a) => kernels::nonzero(a, |x| x != 0),
+        HostArray::F32(a) => kernels::nonzero(a, |x| x != 0.0),
+        HostArray::F64(a) => kernels::nonzero(a, |x| x != 0.0),
+        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("nonzero")),
+    }))
+}
+
+/// The sorted distinct values.
+fn unique(x: &HostArray) -> Result<HostArray> {
+    Ok(match x {
+        HostArray::I32(a) => HostArray::I32(kernels::unique(a)),
+        HostArray::I64(a) => HostArray::I64(kernels::unique(a)),
+        HostArray::F32(a) => HostArray::F32(kernels::unique(a)),
+        HostArray::F64(a) => HostArray::F64(kernels::unique(a)),
+        HostArray::Bool(_) => return Err(err("unique", "bool is not supported")),
+        HostArray::F16(_) | HostArray::BF16(_) => return Err(half_kernel("unique")),
+    })
+}
+
 /// A half array as f32 (exact); any other array as it is.
 fn widen(a: &HostArray) -> HostArray {
     if a.dtype().is_half() {
@@ -413,305 +332,6 @@ fn widen(a: &HostArray) -> HostArray {
     } else {
         a.clone()
     }
-}
-
-/// The error of a kernel handed a half, which `run` widens to f32 first.
-fn half_kernel(op: &'static str) -> crate::error::Error {
-    err(
-        op,
-        "halves are evaluated in f32; this kernel should not see one",
-    )
-}
-
-/// The value of a size expression in this execution.
-fn size_value(
-    e: &SizeExpr,
-    program: &Program,
-    positions: &HashMap<u64, usize>,
-    values: &[HostArray],
-    var_args: &[i64],
-) -> Result<i64> {
-    let mut missing = None;
-    let v = e.eval(&mut |var: &VarRef| match positions
-        .get(&var.0.id)
-        .map(|&p| &program.vars[p].source)
-    {
-        Some(VarSource::Dim { node, dim }) => values[*node].shape()[*dim] as i64,
-        Some(VarSource::Arg(k)) => var_args[*k],
-        None => {
-            missing = Some(var.0.id);
-            0
-        }
-    });
-    match missing {
-        Some(id) => Err(crate::error::Error::internal(
-            "reference",
-            format!("size variable s{id} has no source"),
-        )),
-        None => Ok(v),
-    }
-}
-
-fn select<T: Copy>(c: &ArrayD<bool>, t: &ArrayD<T>, f: &ArrayD<T>) -> ArrayD<T> {
-    ndarray::Zip::from(c)
-        .and(t)
-        .and(f)
-        .map_collect(|&c, &t, &f| if c { t } else { f })
-}
-
-/// `base` with `src` scattered along `dim` at `index` (PyTorch's
-/// `scatter_add` and `scatter`); with duplicate indices and `Overwrite`,
-/// the last in row-major order of the index wins.
-fn scatter(ins: &[&HostArray], dim: usize, mode: ScatterMode) -> Result<HostArray> {
-    let op = match mode {
-        ScatterMode::Add => "scatter_add",
-        ScatterMode::Overwrite => "scatter",
-    };
-    let idx = index_array(ins[1])?;
-    let size = ins[0].shape()[dim];
-    for &i in idx.iter() {
-        check_index(op, i, size)?;
-    }
-    macro_rules! go {
-        ($base:expr, $src:expr, $f:expr) => {{
-            let mut out = $base.clone();
-            for (p, &i) in idx.indexed_iter() {
-                let q = with_index(&p, dim, i as usize);
-                out[&q] = $f(out[&q], $src[&p]);
-            }
-            out
-        }};
-    }
-    Ok(match mode {
-        ScatterMode::Add => numeric_pair!(ins[0], ins[2], op, |base, src| go!(base, src, Num::add)),
-        ScatterMode::Overwrite => match (ins[0], ins[2]) {
-            (HostArray::Bool(b), HostArray::Bool(s)) => HostArray::Bool(go!(b, s, replace)),
-            (b, s) => numeric_pair!(b, s, op, |base, src| go!(base, src, replace)),
-        },
-    })
-}
-
-/// The overwrite combiner: the new value.
-fn replace<T>(_old: T, new: T) -> T {
-    new
-}
-
-fn masked_scatter<T: Copy>(base: &ArrayD<T>, mask: &ArrayD<bool>, src: &ArrayD<T>) -> ArrayD<T> {
-    let mut out = base.clone();
-    let mut k = 0;
-    for (o, &m) in out.iter_mut().zip(mask.iter()) {
-        if m {
-            *o = src[[k].as_slice()];
-            k += 1;
-        }
-    }
-    out
-}
-
-fn indices(a: &HostArray) -> Result<Vec<i64>> {
-    Ok(index_array(a)?.iter().copied().collect())
-}
-
-fn index_array(a: &HostArray) -> Result<ArrayD<i64>> {
-    match a {
-        HostArray::I64(x) => Ok(x.clone()),
-        HostArray::I32(x) => Ok(x.mapv(|v| v as i64)),
-        _ => Err(err("index", "indices must be integers")),
-    }
-}
-
-pub(super) fn concat(ins: &[&HostArray], dim: usize) -> Result<HostArray> {
-    macro_rules! cat {
-        ($v:ident) => {{
-            let views = ins
-                .iter()
-                .map(|a| match a {
-                    HostArray::$v(x) => Ok(x.view()),
-                    _ => Err(err("concat", "dtypes differ")),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            HostArray::$v(
-                ndarray::concatenate(Axis(dim), &views)
-                    .map_err(|e| err("concat", e.to_string()))?,
-            )
-        }};
-    }
-    Ok(match ins[0].dtype() {
-        DType::Bool => cat!(Bool),
-        DType::I32 => cat!(I32),
-        DType::I64 => cat!(I64),
-        DType::F16 => cat!(F16),
-        DType::BF16 => cat!(BF16),
-        DType::F32 => cat!(F32),
-        DType::F64 => cat!(F64),
-    })
-}
-
-fn float_unary<T: num_float::Float>(u: UnaryOp, a: &ArrayD<T>) -> ArrayD<T> {
-    a.mapv(|x| x.apply(u))
-}
-
-mod num_float {
-    use crate::ir::UnaryOp;
-
-    /// Float functions, computed in f64 and rounded for f32 (so both
-    /// widths agree with XLA to within rounding).
-    pub(super) trait Float: Copy {
-        fn apply(self, u: UnaryOp) -> Self;
-    }
-
-    fn f(u: UnaryOp, x: f64) -> f64 {
-        match u {
-            UnaryOp::Neg => -x,
-            UnaryOp::Abs => x.abs(),
-            UnaryOp::Exp => x.exp(),
-            UnaryOp::Log => x.ln(),
-            UnaryOp::Sqrt => x.sqrt(),
-            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
-            UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            UnaryOp::Erf => super::erf(x),
-            UnaryOp::Floor => x.floor(),
-            UnaryOp::Sign => {
-                if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
-                } else {
-                    x
-                }
-            }
-            UnaryOp::Sin => x.sin(),
-            UnaryOp::Cos => x.cos(),
-            UnaryOp::Not => (x == 0.0) as u8 as f64,
-            UnaryOp::Log1p => x.ln_1p(),
-            UnaryOp::Expm1 => x.exp_m1(),
-            UnaryOp::Ceil => x.ceil(),
-            UnaryOp::RoundNearestEven => x.round_ties_even(),
-            // Bool-valued; `unary` answers it before reaching here.
-            UnaryOp::IsFinite => x.is_finite() as u8 as f64,
-        }
-    }
-
-    impl Float for f32 {
-        fn apply(self, u: UnaryOp) -> f32 {
-            f(u, self as f64) as f32
-        }
-    }
-    impl Float for f64 {
-        fn apply(self, u: UnaryOp) -> f64 {
-            f(u, self)
-        }
-    }
-}
-
-/// The error function (Abramowitz and Stegun 7.1.26 is too coarse for
-/// f64; this uses the complementary error function's continued series
-/// through `libm`-free Taylor/asymptotic pieces with ~1e-15 accuracy).
-pub(crate) fn erf(x: f64) -> f64 {
-    // W. J. Cody's rational approximations would be longer; a Taylor series
-    // converges fast for |x| < 3 and erf is 1 to double precision beyond 6.
-    if x.is_nan() {
-        return x;
-    }
-    let ax = x.abs();
-    if ax > 6.0 {
-        return x.signum();
-    }
-    if ax < 3.0 {
-        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
-        let mut term = x;
-        let mut sum = x;
-        let x2 = x * x;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs() {
-            n += 1.0;
-            term *= -x2 / n;
-            sum += term / (2.0 * n + 1.0);
-            if n > 200.0 {
-                break;
-            }
-        }
-        return sum * std::f64::consts::FRAC_2_SQRT_PI;
-    }
-    // Continued fraction for erfc on 3 <= |x| <= 6.
-    let mut cf = 0.0;
-    for k in (1..=60).rev() {
-        cf = (k as f64 / 2.0) / (ax + cf);
-    }
-    let erfc = (-ax * ax).exp() / (ax + cf) / std::f64::consts::PI.sqrt();
-    x.signum() * (1.0 - erfc)
-}
-
-fn unary(u: UnaryOp, x: &HostArray) -> Result<HostArray> {
-    Ok(match (u, x) {
-        (UnaryOp::Not, HostArray::Bool(a)) => HostArray::Bool(a.mapv(|v| !v)),
-        (UnaryOp::IsFinite, HostArray::F32(a)) => HostArray::Bool(a.mapv(f32::is_finite)),
-        (UnaryOp::IsFinite, HostArray::F64(a)) => HostArray::Bool(a.mapv(f64::is_finite)),
-        (_, HostArray::F32(a)) => HostArray::F32(float_unary(u, a)),
-        (_, HostArray::F64(a)) => HostArray::F64(float_unary(u, a)),
-        (UnaryOp::Neg, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::neg)),
-        (UnaryOp::Neg, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::neg)),
-        (UnaryOp::Abs, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::abs)),
-        (UnaryOp::Abs, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::abs)),
-        (UnaryOp::Sign, HostArray::I32(a)) => HostArray::I32(a.mapv(Num::sign)),
-        (UnaryOp::Sign, HostArray::I64(a)) => HostArray::I64(a.mapv(Num::sign)),
-        _ => return Err(err("unary", format!("{u:?} on {}", x.dtype()))),
-    })
-}
-
-fn num_binary<T: Num>(b: BinaryOp, x: &ArrayD<T>, y: &ArrayD<T>) -> Result<ArrayD<T>> {
-    Ok(match b {
-        BinaryOp::Add => kernels::zip(x, y, T::add),
-        BinaryOp::Sub => kernels::zip(x, y, T::sub),
-        BinaryOp::Mul => kernels::zip(x, y, T::mul),
-        BinaryOp::Div => kernels::zip(x, y, T::div),
-        BinaryOp::Rem => kernels::zip(x, y, T::rem),
-        BinaryOp::Pow => kernels::zip(x, y, |a, b| T::from_f64(a.to_f64().powf(b.to_f64()))),
-        // NaN propagates, as in PyTorch and XLA.
-        BinaryOp::Max => kernels::zip(x, y, |a, b| if a.is_nan() || a > b { a } else { b }),
-        BinaryOp::Min => kernels::zip(x, y, |a, b| if a.is_nan() || a < b { a } else { b }),
-        BinaryOp::And | BinaryOp::Or => {
-            return Err(err("binary", "logical ops need bool operands"))
-        }
-    })
-}
-
-pub(super) fn binary(b: BinaryOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
-    Ok(match (x, y) {
-        (HostArray::Bool(p), HostArray::Bool(q)) => HostArray::Bool(match b {
-            BinaryOp::And => kernels::zip(p, q, |a, b| a && b),
-            BinaryOp::Or => kernels::zip(p, q, |a, b| a || b),
-            _ => return Err(err("binary", format!("{b:?} on bool"))),
-        }),
-        (HostArray::I32(p), HostArray::I32(q)) => HostArray::I32(num_binary(b, p, q)?),
-        (HostArray::I64(p), HostArray::I64(q)) => HostArray::I64(num_binary(b, p, q)?),
-        (HostArray::F32(p), HostArray::F32(q)) => HostArray::F32(num_binary(b, p, q)?),
-        (HostArray::F64(p), HostArray::F64(q)) => HostArray::F64(num_binary(b, p, q)?),
-        _ => return Err(err("binary", "operand dtypes differ")),
-    })
-}
-
-fn cmp<T: PartialOrd + Copy>(c: CmpOp, x: &ArrayD<T>, y: &ArrayD<T>) -> ArrayD<bool> {
-    match c {
-        CmpOp::Eq => kernels::zip(x, y, |a, b| a == b),
-        CmpOp::Ne => kernels::zip(x, y, |a, b| a != b),
-        CmpOp::Lt => kernels::zip(x, y, |a, b| a < b),
-        CmpOp::Le => kernels::zip(x, y, |a, b| a <= b),
-        CmpOp::Gt => kernels::zip(x, y, |a, b| a > b),
-        CmpOp::Ge => kernels::zip(x, y, |a, b| a >= b),
-    }
-}
-
-fn compare(c: CmpOp, x: &HostArray, y: &HostArray) -> Result<HostArray> {
-    Ok(HostArray::Bool(match (x, y) {
-        (HostArray::Bool(p), HostArray::Bool(q)) => cmp(c, p, q),
-        (HostArray::I32(p), HostArray::I32(q)) => cmp(c, p, q),
-        (HostArray::I64(p), HostArray::I64(q)) => cmp(c, p, q),
-        (HostArray::F32(p), HostArray::F32(q)) => cmp(c, p, q),
-        (HostArray::F64(p), HostArray::F64(q)) => cmp(c, p, q),
-        _ => return Err(err("compare", "operand dtypes differ")),
-    }))
 }
 
 fn num_reduce<T: Num>(kind: ReduceKind, a: &ArrayD<T>, dims: &[usize]) -> ArrayD<T> {
@@ -750,7 +370,7 @@ fn reduce(kind: ReduceKind, x: &HostArray, dims: &[usize]) -> Result<HostArray> 
 /// impossible size is an error instead of an allocation failure, which
 /// would abort the process. The block is released at once; the kernel
 /// then allocates its own.
-fn reserve(node: &crate::ir::program::PNode) -> Result<()> {
+fn reserve(node: &PNode) -> Result<()> {
     let bytes = node
         .shape
         .iter()

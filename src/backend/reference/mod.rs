@@ -7,8 +7,11 @@
 
 mod collective;
 mod conv;
+mod elementwise;
 mod eval;
+mod indexing;
 mod kernels;
+mod layout;
 mod loops;
 mod replicas;
 mod spmd;

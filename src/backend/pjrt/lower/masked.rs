@@ -34,7 +34,7 @@
 use super::emit::{Elt, Ty, V};
 use super::{same_padded_layout, Ctx};
 use crate::ir::program::Program;
-use crate::ir::Op;
+use crate::ir::{Family, Op};
 use crate::symint::SizeExpr;
 use std::collections::{HashMap, HashSet};
 
@@ -119,75 +119,71 @@ pub(super) fn masked_vars(program: &Program) -> HashMap<u64, usize> {
 }
 
 /// Whether node `i` uses the candidate variable `v` (in its shape or its
-/// operands') without observing where the real elements lie.
+/// operands') without observing where the real elements lie. `false` is
+/// always correct (the zone is packed), so an op of a family answers
+/// `false` unless it is named here.
 fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> bool {
     let n = &program.nodes[i];
     let input = |k: usize| &program.nodes[n.inputs[k]].shape[..];
-    match &n.op {
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Compare(_)
-        | Op::Select
-        | Op::Convert(_)
-        | Op::Transpose { .. }
-        | Op::Reduce { .. }
-        | Op::Dot(_)
-        | Op::SizeOf(_)
-        | Op::Sharding(_) => true,
-        Op::Broadcast { dims, .. } => dims_of(input(0), v)
-            .iter()
-            .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),
-        Op::Reshape { shape } => {
-            let from = input(0);
-            let x = &program.nodes[n.inputs[0]];
-            same_padded_layout(
-                from,
-                &super::node_ty(x.dtype, from),
-                shape,
-                &super::node_ty(n.dtype, shape),
-            )
-        }
-        Op::ArgReduce { dim, .. } => !dims_of(input(0), v).contains(dim),
-        Op::IndexSelect { dim } => !dims_of(input(0), v).contains(dim),
-        Op::IndexAdd { .. } => dims_of(input(0), v).is_empty(),
-        Op::Guard { shape, .. } => dims_of(input(0), v) == dims_of(shape, v),
-        Op::MaskedScatter => {
-            // Back through the mask that made the source.
-            let src = dims_of(input(2), v) == [0];
-            let def = &program.nodes[cand[&v]];
-            src && matches!(def.op, Op::MaskedSelect)
-                && def.inputs[1] == n.inputs[1]
-                && dims_of(input(0), v).is_empty()
-                && dims_of(input(1), v).is_empty()
-        }
-        Op::Nonzero | Op::MaskedSelect => n.inputs.iter().all(|&j| {
-            program.nodes[j]
-                .shape
+    match n.op.family() {
+        // Position by position.
+        Family::Elementwise => true,
+        // Reductions and products over the zone read its mask as their
+        // padding fill; an index along it observes positions.
+        Family::Reduction => match &n.op {
+            Op::Reduce { .. } => true,
+            Op::ArgReduce { dim, .. } => !dims_of(input(0), v).contains(dim),
+            _ => false,
+        },
+        Family::Contraction => matches!(n.op, Op::Dot(_)),
+        // A size of the zone, not an iota over it.
+        Family::Source { .. } => matches!(n.op, Op::SizeOf(_)),
+        Family::Layout { .. } => match &n.op {
+            Op::Transpose { .. } | Op::Sharding(_) => true,
+            Op::Broadcast { dims, .. } => dims_of(input(0), v)
                 .iter()
-                .all(|e| !e.vars().iter().any(|w| w.0.id == v))
-        }),
-        Op::Data { .. }
-        | Op::Scalar { .. }
-        | Op::Iota { .. }
-        | Op::RandomUniform { .. }
-        | Op::Slice { .. }
-        | Op::Concat { .. }
-        | Op::Reverse { .. }
-        | Op::PadToBound { .. }
-        | Op::ReduceWindow { .. }
-        | Op::SelectAndScatter { .. }
-        | Op::Convolution(_)
-        | Op::Gather { .. }
-        | Op::Scatter { .. }
-        | Op::Argsort { .. }
-        | Op::Unique
-        | Op::UniqueCounts
-        | Op::While(_)
-        | Op::LoopResult { .. }
-        | Op::AllReduce { .. }
-        | Op::AllGather { .. }
-        | Op::ReduceScatter { .. }
-        | Op::ReplicaId => false,
+                .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),
+            Op::Reshape { shape } => {
+                let from = input(0);
+                let x = &program.nodes[n.inputs[0]];
+                same_padded_layout(
+                    from,
+                    &super::node_ty(x.dtype, from),
+                    shape,
+                    &super::node_ty(n.dtype, shape),
+                )
+            }
+            Op::Guard { shape, .. } => dims_of(input(0), v) == dims_of(shape, v),
+            // Slice, concat, reverse and padding observe positions.
+            _ => false,
+        },
+        Family::Indexing => match &n.op {
+            Op::IndexSelect { dim } => !dims_of(input(0), v).contains(dim),
+            Op::IndexAdd { .. } => dims_of(input(0), v).is_empty(),
+            Op::MaskedScatter => {
+                // Back through the mask that made the source.
+                let src = dims_of(input(2), v) == [0];
+                let def = &program.nodes[cand[&v]];
+                src && matches!(def.op, Op::MaskedSelect)
+                    && def.inputs[1] == n.inputs[1]
+                    && dims_of(input(0), v).is_empty()
+                    && dims_of(input(1), v).is_empty()
+            }
+            // Gather, scatter and sort observe positions.
+            _ => false,
+        },
+        // A nested `nonzero` of an unmasked operand starts a zone of its
+        // own; one of the zone (or `unique`) packs it.
+        Family::Dynamic => {
+            matches!(n.op, Op::Nonzero | Op::MaskedSelect)
+                && n.inputs.iter().all(|&j| {
+                    program.nodes[j]
+                        .shape
+                        .iter()
+                        .all(|e| !e.vars().iter().any(|w| w.0.id == v))
+                })
+        }
+        Family::Window | Family::Collective | Family::Loop { .. } => false,
     }
 }
 

@@ -1,13 +1,62 @@
 //! Elementwise ops with the reference interpreter's exact semantics
-//! (`backend/reference/eval.rs`, `kernels.rs`): integer division by zero
-//! gives -1 and remainder by zero the dividend, remainder takes the
+//! (`backend/reference/elementwise.rs`, `kernels.rs`): integer division by
+//! zero gives -1 and remainder by zero the dividend, remainder takes the
 //! divisor's sign, max/min propagate NaN, conversions follow Rust's `as`,
 //! and random bits are those of `ir/random.rs`. `erf` is XLA's own
 //! (`chlo.erf`), within a few ulp of the reference's.
+//!
+//! `unary` and `binary` expand the `stablehlo:` column of the op table
+//! (`ir::elementwise`): a StableHLO op name, or one of the methods here
+//! that lower an op to several.
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
+use crate::ir::elementwise::{binary_ops, unary_ops};
 use crate::ir::{BinaryOp, CmpOp, UnaryOp};
+
+/// A row's `stablehlo:` column applied: an op name is that StableHLO op on
+/// the operands, an identifier the `Ctx` method of that name.
+macro_rules! lower_row {
+    ($ctx:ident, $hlo:literal, $x:ident) => {
+        $ctx.b.un($hlo, $x)
+    };
+    ($ctx:ident, $hlo:literal, $a:ident, $b:ident) => {
+        $ctx.b.bin($hlo, $a, $b)
+    };
+    ($ctx:ident, $method:ident, $($x:ident),+) => {
+        $ctx.$method($($x),+)
+    };
+}
+
+macro_rules! lower_unary {
+    ($( $(#[$attr:meta])* $Var:ident = $name:literal, $rule:ident,
+        reference: $kernel:expr, stablehlo: $hlo:tt, grad: $grad:tt; )*) => {
+        impl Ctx<'_> {
+            /// `u` of `x`, from the op table (`ir::elementwise`).
+            pub(super) fn unary(&mut self, u: UnaryOp, x: &V) -> V {
+                match u {
+                    $( UnaryOp::$Var => lower_row!(self, $hlo, x), )*
+                }
+            }
+        }
+    };
+}
+unary_ops!(lower_unary);
+
+macro_rules! lower_binary {
+    ($( $(#[$attr:meta])* $Var:ident = $name:literal, $rule:ident,
+        reference: $kernel:expr, stablehlo: $hlo:tt, grad: $grad:tt; )*) => {
+        impl Ctx<'_> {
+            /// `op` of `a` and `b`, from the op table (`ir::elementwise`).
+            pub(super) fn binary(&mut self, op: BinaryOp, a: &V, b: &V) -> V {
+                match op {
+                    $( BinaryOp::$Var => lower_row!(self, $hlo, a, b), )*
+                }
+            }
+        }
+    };
+}
+binary_ops!(lower_binary);
 
 impl Ctx<'_> {
     /// A constant of `x`'s bound shape and element type.
@@ -19,108 +68,91 @@ impl Ctx<'_> {
         self.b.cmp(CmpOp::Ne, x, x)
     }
 
-    pub(super) fn unary(&mut self, u: UnaryOp, x: &V) -> V {
-        let float = x.ty.elt.is_float();
-        match u {
-            UnaryOp::Neg => self.b.un("negate", x),
-            UnaryOp::Abs => self.b.un("abs", x),
-            UnaryOp::Exp => self.b.un("exponential", x),
-            UnaryOp::Log => self.b.un("log", x),
-            UnaryOp::Sqrt => self.b.un("sqrt", x),
-            UnaryOp::Rsqrt => {
-                // 1/sqrt(x), as the reference computes it.
-                let s = self.b.un("sqrt", x);
-                let one = self.like(x, 1.0);
-                self.b.bin("divide", &one, &s)
-            }
-            UnaryOp::Tanh => self.b.un("tanh", x),
-            UnaryOp::Sigmoid => {
-                // 1 / (1 + exp(-x)), the reference's formula.
-                let n = self.b.un("negate", x);
-                let e = self.b.un("exponential", &n);
-                let one = self.like(x, 1.0);
-                let d = self.b.bin("add", &one, &e);
-                self.b.bin("divide", &one, &d)
-            }
-            UnaryOp::Erf => self.erf(x),
-            UnaryOp::Floor => self.b.un("floor", x),
-            UnaryOp::Sign => {
-                if float {
-                    // +-1 for nonzero, the operand itself for +-0 and NaN.
-                    let zero = self.like(x, 0.0);
-                    let one = self.like(x, 1.0);
-                    let m1 = self.like(x, -1.0);
-                    let gt = self.b.cmp(CmpOp::Gt, x, &zero);
-                    let lt = self.b.cmp(CmpOp::Lt, x, &zero);
-                    let r = self.b.select(&lt, &m1, x);
-                    self.b.select(&gt, &one, &r)
-                } else {
-                    self.b.un("sign", x)
-                }
-            }
-            UnaryOp::Sin => self.b.un("sine", x),
-            UnaryOp::Cos => self.b.un("cosine", x),
-            UnaryOp::Not => self.b.un("not", x),
-            UnaryOp::Log1p => self.b.un("log_plus_one", x),
-            UnaryOp::Expm1 => self.b.un("exponential_minus_one", x),
-            UnaryOp::Ceil => self.b.un("ceil", x),
-            UnaryOp::RoundNearestEven => self.b.un("round_nearest_even", x),
-            UnaryOp::IsFinite => self.b.op("is_finite", &[x], "", x.ty.with_elt(Elt::I1)),
+    /// 1/sqrt(x), as the reference computes it.
+    fn rsqrt(&mut self, x: &V) -> V {
+        let s = self.b.un("sqrt", x);
+        let one = self.like(x, 1.0);
+        self.b.bin("divide", &one, &s)
+    }
+
+    /// 1 / (1 + exp(-x)), the reference's formula.
+    fn sigmoid(&mut self, x: &V) -> V {
+        let n = self.b.un("negate", x);
+        let e = self.b.un("exponential", &n);
+        let one = self.like(x, 1.0);
+        let d = self.b.bin("add", &one, &e);
+        self.b.bin("divide", &one, &d)
+    }
+
+    /// StableHLO's `sign` for integers; for floats +-1 for nonzero and
+    /// the operand itself for +-0 and NaN, as the reference.
+    fn sign(&mut self, x: &V) -> V {
+        if !x.ty.elt.is_float() {
+            return self.b.un("sign", x);
+        }
+        let zero = self.like(x, 0.0);
+        let one = self.like(x, 1.0);
+        let m1 = self.like(x, -1.0);
+        let gt = self.b.cmp(CmpOp::Gt, x, &zero);
+        let lt = self.b.cmp(CmpOp::Lt, x, &zero);
+        let r = self.b.select(&lt, &m1, x);
+        self.b.select(&gt, &one, &r)
+    }
+
+    /// A Bool result of `x`'s shape.
+    fn is_finite(&mut self, x: &V) -> V {
+        self.b.op("is_finite", &[x], "", x.ty.with_elt(Elt::I1))
+    }
+
+    /// Floats: `divide`. Integers: x / 0 = -1; MIN / -1 = MIN (wrapping),
+    /// never a trap.
+    fn divide(&mut self, a: &V, b: &V) -> V {
+        if a.ty.elt.is_float() {
+            return self.b.bin("divide", a, b);
+        }
+        let (zero_d, m1_d, safe) = self.safe_divisor(b);
+        let q = self.b.bin("divide", a, &safe);
+        let zero = self.like(a, 0.0);
+        let neg = self.b.bin("subtract", &zero, a);
+        let q = self.b.select(&m1_d, &neg, &q);
+        let m1 = self.like(a, -1.0);
+        self.b.select(&zero_d, &m1, &q)
+    }
+
+    /// The remainder with the divisor's sign; an integer remainder by 0
+    /// is the dividend, by -1 is 0.
+    fn remainder(&mut self, a: &V, b: &V) -> V {
+        let zero = self.like(a, 0.0);
+        let (zero_d, r, divisor) = if a.ty.elt.is_float() {
+            (None, self.b.bin("remainder", a, b), b.clone())
+        } else {
+            let (zero_d, m1_d, safe) = self.safe_divisor(b);
+            let r = self.b.bin("remainder", a, &safe);
+            let r = self.b.select(&m1_d, &zero, &r);
+            (Some(zero_d), r, safe)
+        };
+        // The sign of the divisor: r + b when r != 0 and the signs differ.
+        let nz = self.b.cmp(CmpOp::Ne, &r, &zero);
+        let rn = self.b.cmp(CmpOp::Lt, &r, &zero);
+        let bn = self.b.cmp(CmpOp::Lt, &divisor, &zero);
+        let differ = self.b.cmp(CmpOp::Ne, &rn, &bn);
+        let fix = self.b.bin("and", &nz, &differ);
+        let rb = self.b.bin("add", &r, &divisor);
+        let r = self.b.select(&fix, &rb, &r);
+        match zero_d {
+            Some(z) => self.b.select(&z, a, &r),
+            None => r,
         }
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, a: &V, b: &V) -> V {
-        let float = a.ty.elt.is_float();
-        match op {
-            BinaryOp::Add => self.b.bin("add", a, b),
-            BinaryOp::Sub => self.b.bin("subtract", a, b),
-            BinaryOp::Mul => self.b.bin("multiply", a, b),
-            BinaryOp::Div if float => self.b.bin("divide", a, b),
-            BinaryOp::Div => {
-                // x / 0 = -1; MIN / -1 = MIN (wrapping), never a trap.
-                let (zero_d, m1_d, safe) = self.safe_divisor(b);
-                let q = self.b.bin("divide", a, &safe);
-                let zero = self.like(a, 0.0);
-                let neg = self.b.bin("subtract", &zero, a);
-                let q = self.b.select(&m1_d, &neg, &q);
-                let m1 = self.like(a, -1.0);
-                self.b.select(&zero_d, &m1, &q)
-            }
-            BinaryOp::Rem => {
-                let zero = self.like(a, 0.0);
-                let (zero_d, r, divisor) = if float {
-                    (None, self.b.bin("remainder", a, b), b.clone())
-                } else {
-                    let (zero_d, m1_d, safe) = self.safe_divisor(b);
-                    let r = self.b.bin("remainder", a, &safe);
-                    let r = self.b.select(&m1_d, &zero, &r);
-                    (Some(zero_d), r, safe)
-                };
-                // The sign of the divisor: r + b when r != 0 and the signs differ.
-                let nz = self.b.cmp(CmpOp::Ne, &r, &zero);
-                let rn = self.b.cmp(CmpOp::Lt, &r, &zero);
-                let bn = self.b.cmp(CmpOp::Lt, &divisor, &zero);
-                let differ = self.b.cmp(CmpOp::Ne, &rn, &bn);
-                let fix = self.b.bin("and", &nz, &differ);
-                let rb = self.b.bin("add", &r, &divisor);
-                let r = self.b.select(&fix, &rb, &r);
-                match zero_d {
-                    Some(z) => self.b.select(&z, a, &r),
-                    None => r,
-                }
-            }
-            BinaryOp::Pow => self.b.bin("power", a, b),
-            BinaryOp::Max | BinaryOp::Min => {
-                let dir = if matches!(op, BinaryOp::Max) {
-                    CmpOp::Gt
-                } else {
-                    CmpOp::Lt
-                };
-                self.pick(dir, a, b)
-            }
-            BinaryOp::And => self.b.bin("and", a, b),
-            BinaryOp::Or => self.b.bin("or", a, b),
-        }
+    /// NaN-propagating maximum.
+    fn maximum(&mut self, a: &V, b: &V) -> V {
+        self.pick(CmpOp::Gt, a, b)
+    }
+
+    /// NaN-propagating minimum.
+    fn minimum(&mut self, a: &V, b: &V) -> V {
+        self.pick(CmpOp::Lt, a, b)
     }
 
     /// `a` if `a` is NaN or `a dir b`, else `b` (NaN-propagating max/min,
