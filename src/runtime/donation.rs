@@ -32,7 +32,8 @@
 //!     shape;
 //!   - *extensions*: result `j` is (through size checks) a `cat` along a
 //!     dynamic dim whose first part is parameter `k`, whose buffer has the
-//!     shape of result `j`'s (bucketed bounds give a cache that grows a
+//!     shape of result `j`'s and room for every part at its bound
+//!     (bucketed bounds give a cache that grows a
 //!     step one buffer per bucket). The lowering appends the later parts
 //!     in that buffer (`lower/backing.rs`); donated, XLA writes them in
 //!     place and the step never copies the cache.
@@ -141,12 +142,19 @@ pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choic
         }
     }
     for (j, root) in roots.iter().enumerate() {
-        let Some((k, i)) = extended(root).and_then(param_of) else {
+        let Some((first, dim, need)) = extended(root) else {
+            continue;
+        };
+        let Some((k, i)) = param_of(first) else {
             continue;
         };
         let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == j);
-        let same_buffer = g.out_buffers.get(j).map(|b| &b[..]) == Some(params_data[k].bounds());
-        if !taken && !olds.contains(&k) && same_buffer && root.dtype == order[i].dtype {
+        let buffer = params_data[k].bounds();
+        let same_buffer = g.out_buffers.get(j).map(|b| &b[..]) == Some(buffer);
+        // Room for every part at its bound: the lowering appends in place
+        // (else aliasing would only make XLA copy the parameter).
+        let room = buffer.get(dim).is_some_and(|&b| b as i64 >= need);
+        if !taken && !olds.contains(&k) && same_buffer && room && root.dtype == order[i].dtype {
             pairs.push((k, j, i));
         }
     }
@@ -175,7 +183,8 @@ pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choic
 /// The value `root` extends in its buffer: `root` is, through size
 /// checks, a `cat` along a dynamic dim whose first part is that value (a
 /// cache that grows a step: the lowering appends in place, `lower/backing.rs`).
-fn extended(root: &Arc<Node>) -> Option<&Arc<Node>> {
+/// With the dim and the parts' bounds along it, summed.
+fn extended(root: &Arc<Node>) -> Option<(&Arc<Node>, usize, i64)> {
     let mut n = root;
     while let Op::Guard { .. } = n.op {
         n = n.inputs.first()?;
@@ -183,7 +192,17 @@ fn extended(root: &Arc<Node>) -> Option<&Arc<Node>> {
     match n.op {
         Op::Concat { dim } => {
             let first = n.inputs.first()?;
-            first.shape.get(dim)?.as_const().is_none().then_some(first)
+            let need = n
+                .inputs
+                .iter()
+                .map(|p| p.shape.get(dim).map_or(0, |e| e.hi()))
+                .sum();
+            first
+                .shape
+                .get(dim)?
+                .as_const()
+                .is_none()
+                .then_some((first, dim, need))
         }
         _ => None,
     }
