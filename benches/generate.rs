@@ -29,6 +29,10 @@
 #[allow(dead_code)]
 mod gpt2;
 
+#[path = "workloads/cpu.rs"]
+mod cpu;
+
+use cpu::cpu_ms;
 use gpt2::{Choice, Gpt2};
 use lazyxla::SizeBuckets;
 use std::path::PathBuf;
@@ -116,15 +120,4 @@ fn main() {
         (t - p) / (new.max(2) - 1) as f64,
         first.as_secs_f64() * 1e3
     );
-}
-
-/// The process's CPU time (all threads) in milliseconds.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }

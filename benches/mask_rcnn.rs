@@ -21,6 +21,10 @@ mod resnet;
 #[path = "../examples/models/shapes.rs"]
 mod shapes;
 
+#[path = "workloads/cpu.rs"]
+mod cpu;
+
+use cpu::cpu_ms;
 use lazyxla::nn::Module;
 use lazyxla::optim::{Optimizer, Sgd};
 use lazyxla::{mark_step, metrics, Tensor};
@@ -28,17 +32,6 @@ use mask_rcnn::{Config, Keys, MaskRcnn};
 use std::time::Instant;
 
 const BATCH: usize = 2;
-
-/// The process's CPU time (all threads) in milliseconds.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
-}
 
 fn main() {
     // `cargo bench` passes `--bench`; the arguments are the other words.

@@ -28,21 +28,14 @@ mod gcn;
 #[path = "../examples/models/vae.rs"]
 mod vae;
 
+#[path = "workloads/cpu.rs"]
+mod cpu;
+
+use cpu::cpu_ms;
 use lazyxla::nn::Module;
 use lazyxla::optim::{Adam, Optimizer};
 use lazyxla::{mark_step, metrics, Tensor};
 use std::time::Instant;
-
-/// Process CPU time in ms.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
-}
 
 /// Step 0 (first, compile included), three warm-up steps, then `steps`
 /// timed steps: (first ms, median ms, CPU ms per step, compile ms).

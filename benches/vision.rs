@@ -17,6 +17,10 @@
 //! must print alike (the number of kept boxes; the number of RoIs). Host
 //! data generation is excluded.
 
+#[path = "workloads/cpu.rs"]
+mod cpu;
+
+use cpu::cpu_ms;
 use lazyxla::{mark_step, vision, Tensor};
 use std::time::Instant;
 
@@ -115,17 +119,6 @@ fn roi_align(steps: usize) -> (f64, f64, f64, usize) {
         loss.item::<f32>().unwrap() as f64 + g
     });
     (r.0, r.1, r.2, count)
-}
-
-/// The process's CPU time (all threads) in milliseconds.
-fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }
 
 /// The process's peak resident memory in MB.

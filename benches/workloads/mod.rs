@@ -16,6 +16,9 @@ mod resnet;
 mod transformer;
 
 mod big;
+mod cpu;
+
+pub use cpu::cpu_ms;
 
 use lazyxla::nn::{self, Linear, Module};
 use lazyxla::optim::{Adam, Optimizer, Sgd};
@@ -392,15 +395,4 @@ pub fn normal(seed: u64, n: usize) -> Vec<f32> {
             ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
         })
         .collect()
-}
-
-/// The process's CPU time (all threads) in milliseconds.
-pub fn cpu_ms() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }
