@@ -10,7 +10,9 @@ mod common;
 
 use std::sync::{Arc, OnceLock};
 
-use lazyxla::debug::pjrt_ffi::{Buffer, Client, ElementType, Executable, LentBytes, Plugin};
+use lazyxla::debug::pjrt_ffi::{
+    Buffer, Client, CompileOptions, ElementType, Executable, LentBytes, Plugin,
+};
 
 /// One client shared by the tests: creating a CPU client starts thread pools.
 fn client() -> Option<&'static Client> {
@@ -613,4 +615,39 @@ fn an_executable_serializes_and_loads_again() {
     ] {
         assert!(other.deserialize(bad).is_err());
     }
+}
+
+/// The debug-option workarounds (`pjrt_ffi::XLA_WORKAROUNDS`) reach the
+/// compiler: without them XLA annotates a counted loop with its trip
+/// count (`while-loop-trip-count-annotator`, the pass that can abort the
+/// process, openxla/xla#47384); with them, as every compile has them,
+/// the pass does not run, and the loop computes the same.
+#[test]
+fn the_xla_workarounds_reach_the_compiler() {
+    let Some(c) = client() else {
+        return;
+    };
+    let x = lazyxla::Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let out = lazyxla::fori_loop(5, std::slice::from_ref(&x), |_, v| vec![&v[0] * 2.0]);
+    let text = lazyxla::debug::stablehlo_text(&[&out[0]]).unwrap();
+    let annotated = |options: &CompileOptions| {
+        let exe = c.compile_with(&text, options).unwrap();
+        let (_, module) = exe.optimized_program().unwrap();
+        let found = module.windows(16).any(|w| w == b"known_trip_count");
+        let input = f32s(c, &[1.0, 2.0, 3.0], &[3]);
+        let result = exe.execute(&[&input]).unwrap();
+        (found, to_f32(&result[0].to_host().unwrap()))
+    };
+    let (plain, plain_out) = annotated(&CompileOptions::replicas(1).without_workarounds());
+    let (worked, worked_out) = annotated(&CompileOptions::replicas(1));
+    assert!(
+        plain,
+        "XLA did not annotate the loop: the test no longer shows the override works"
+    );
+    assert!(
+        !worked,
+        "the pass ran although the compile options disable it"
+    );
+    assert_eq!(plain_out, vec![32.0, 64.0, 96.0]);
+    assert_eq!(worked_out, plain_out);
 }

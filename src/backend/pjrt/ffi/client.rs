@@ -7,31 +7,17 @@ use std::sync::Arc;
 use super::{buffer, executable, new_args, plugin_slice, sys, Buffer, ElementType, Executable};
 use super::{CompileOptions, PjrtError, Plugin};
 
-/// The serialized `xla.CompileOptionsProto` passed to every compile,
-/// hand-encoded (protobuf wire format) to avoid a protobuf dependency:
-///
-/// ```text
-/// 1a 12                              field 3 executable_build_options, 18 bytes:
-///   08 ff ff ff ff ff ff ff ff ff 01   field 1  device_ordinal = -1 (int64 varint)
-///   20 01                              field 4  num_replicas   = 1
-///   28 01                              field 5  num_partitions = 1
-///   b8 01 01                           field 23 process_count  = 1
-/// ```
-///
-/// XLA copies proto fields into `ExecutableBuildOptions` verbatim, so an
-/// absent field means 0, not the C++ default. The replica and partition
-/// counts are required: with empty options both plugins (0.81, 0.115) abort
-/// the whole process on a CHECK in `ParseDeviceAssignmentCompileOptions`.
-/// -1 (client picks the device) and the process count restate the C++
-/// defaults. Everything else (no argument layouts, untupled parameters, no
-/// device assignment) is fine as proto zero values.
-pub(super) const COMPILE_OPTIONS: &[u8] = &[
-    0x1a, 0x12, //
-    0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, //
-    0x20, 0x01, //
-    0x28, 0x01, //
-    0xb8, 0x01, 0x01,
-];
+/// The serialized `xla.CompileOptionsProto` of a one-device compile
+/// (one replica on the client's default device, plus the debug-option
+/// workarounds): [`CompileOptions::replicas`]`(1)`, encoded once. Its
+/// build options are the measured minimum (`compile_options.rs`): XLA
+/// copies proto fields verbatim, so the replica and partition counts are
+/// required (with empty options both plugins, 0.81 and 0.115, abort the
+/// process on a CHECK in `ParseDeviceAssignmentCompileOptions`).
+fn compile_options() -> &'static [u8] {
+    static ENCODED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    ENCODED.get_or_init(|| CompileOptions::replicas(1).encode())
+}
 
 /// Owns a `PJRT_Client`; shared by the client handle and everything created
 /// from it, so it is destroyed after the last of them.
@@ -267,7 +253,7 @@ impl Client {
     /// arguments). A program XLA rejects yields an `Err` carrying XLA's
     /// diagnostic.
     pub fn compile(&self, mlir_text: &str) -> Result<Executable, PjrtError> {
-        executable::compile(&self.inner, mlir_text, COMPILE_OPTIONS)
+        executable::compile(&self.inner, mlir_text, compile_options())
     }
 
     /// Compiles MLIR text with `options` already encoded (the bytes of a
@@ -284,7 +270,7 @@ impl Client {
     /// The compile options [`Client::compile`] uses (one replica on the
     /// default device), encoded.
     pub fn default_compile_options() -> &'static [u8] {
-        COMPILE_OPTIONS
+        compile_options()
     }
 
     /// Loads a program that [`Executable::serialize`] wrote, on a client of

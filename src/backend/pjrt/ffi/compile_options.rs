@@ -2,8 +2,7 @@
 //! replicas and partitions run the program and on which devices,
 //! hand-encoded in protobuf's wire format (no protobuf dependency).
 //!
-//! Only field 3, `executable_build_options` (`ExecutableBuildOptionsProto`),
-//! is written:
+//! Field 3, `executable_build_options` (`ExecutableBuildOptionsProto`):
 //!
 //! ```text
 //! 1  device_ordinal          varint  -1 (the client picks)
@@ -22,12 +21,35 @@
 //! the counts are always written. XLA obeys these options, not the
 //! module's `mhlo.num_replicas` attribute.
 //!
+//! Field 7, `env_option_overrides` (map from a `DebugOptions` field name
+//! to an `OptionOverrideProto`, whose field 1 is a string value), holds
+//! [`XLA_WORKAROUNDS`]. The client applies each override on top of the
+//! debug options it takes from `XLA_FLAGS` (`ApplyAllOptionOverrides`),
+//! so every other option keeps XLA's default. Setting field 3's own
+//! `debug_options` instead would replace all of them with proto zeros
+//! (optimization level 0 among them).
+//!
 //! A device assignment that names a device twice aborts the process
 //! inside `PJRT_Client_Compile` (measured on both CPU plugins), so
 //! [`CompileOptions::validate`] checks every assignment against the
 //! client's devices first.
 
 use super::PjrtError;
+
+/// Debug options every compile overrides, each working around an XLA bug
+/// that aborts the process in the plugins lazyxla supports.
+///
+/// `while-loop-trip-count-annotator` reads the literal of a loop
+/// counter's step without checking that the step is a constant, and
+/// aborts on a CHECK when it is not (openxla/xla#47384, fixed upstream by
+/// openxla/xla#47846 after both supported CPU plugins were built). A
+/// random program of the differential fuzzer hit it once. The pass only
+/// attaches a counted loop's trip count to it as a hint; without it the
+/// loop evaluates its condition each iteration and computes the same
+/// (`tests/pjrt_ffi.rs` checks both, on whichever plugin it loads). A
+/// user's own `--xla_disable_hlo_passes` in `XLA_FLAGS` is kept.
+pub const XLA_WORKAROUNDS: &[(&str, &str)] =
+    &[("xla_disable_hlo_passes", "while-loop-trip-count-annotator")];
 
 /// How a program is compiled: its replica and partition counts and,
 /// optionally, the device of each (replica, partition).
@@ -41,6 +63,9 @@ pub struct CompileOptions {
     /// `allow_spmd_sharding_propagation_to_output = [true]`: XLA chooses
     /// the shardings of results left unannotated.
     propagate_to_outputs: bool,
+    /// Whether [`XLA_WORKAROUNDS`] are written (always, but for the test
+    /// that shows they take effect).
+    workarounds: bool,
 }
 
 impl Default for CompileOptions {
@@ -60,6 +85,7 @@ impl CompileOptions {
             spmd: false,
             assignment: None,
             propagate_to_outputs: false,
+            workarounds: true,
         }
     }
 
@@ -72,6 +98,7 @@ impl CompileOptions {
             spmd: true,
             assignment: None,
             propagate_to_outputs: false,
+            workarounds: true,
         }
     }
 
@@ -81,6 +108,14 @@ impl CompileOptions {
     /// module (`Executable::optimized_program`).
     pub fn propagating_to_outputs(mut self) -> CompileOptions {
         self.propagate_to_outputs = true;
+        self
+    }
+
+    /// Leaves out [`XLA_WORKAROUNDS`], so XLA runs its default passes (to
+    /// show, in a test, what the workarounds change).
+    #[doc(hidden)]
+    pub fn without_workarounds(mut self) -> CompileOptions {
+        self.workarounds = false;
         self
     }
 
@@ -176,6 +211,11 @@ impl CompileOptions {
 
     /// The serialized `CompileOptionsProto`.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with(std::env::var("XLA_FLAGS").ok())
+    }
+
+    /// [`encode`](Self::encode) with `xla_flags` as the user's `XLA_FLAGS`.
+    fn encode_with(&self, xla_flags: Option<String>) -> Vec<u8> {
         let mut build = Vec::new();
         // device_ordinal = -1: int64 varints of negative numbers take 10 bytes.
         varint_field(&mut build, 1, -1i64 as u64);
@@ -206,8 +246,36 @@ impl CompileOptions {
         varint_field(&mut build, 23, 1);
         let mut out = Vec::new();
         bytes_field(&mut out, 3, &build);
+        if self.workarounds {
+            for (name, value) in XLA_WORKAROUNDS {
+                let value = with_user_flag(name, value, xla_flags.clone());
+                let mut value_proto = Vec::new();
+                bytes_field(&mut value_proto, 1, value.as_bytes());
+                let mut entry = Vec::new();
+                bytes_field(&mut entry, 1, name.as_bytes());
+                bytes_field(&mut entry, 2, &value_proto);
+                bytes_field(&mut out, 7, &entry);
+            }
+        }
         out
     }
+}
+
+/// `value` for the list option `name`, followed by the values the user
+/// gave it in `XLA_FLAGS` (`--name=a,b`): an override replaces the whole
+/// list, so the user's entries are kept by repeating them.
+fn with_user_flag(name: &str, value: &str, xla_flags: Option<String>) -> String {
+    let prefix = format!("--{name}=");
+    let mut out = value.to_string();
+    for flag in xla_flags.iter().flat_map(|f| f.split_whitespace()) {
+        if let Some(user) = flag.strip_prefix(&prefix) {
+            for v in user.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                out.push(',');
+                out.push_str(v);
+            }
+        }
+    }
+    out
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -238,33 +306,54 @@ mod tests {
     }
 
     /// The bytes measured to work on both CPU plugins
-    /// (`reference/xla-multi-device.md`).
+    /// (`reference/xla-multi-device.md`), then the workarounds' map entry.
     #[test]
     fn encodes_the_measured_bytes() {
+        let bare = |o: CompileOptions| hex(&o.without_workarounds().encode());
         assert_eq!(
-            hex(&CompileOptions::replicas(1).encode()),
+            bare(CompileOptions::replicas(1)),
             "1a1208ffffffffffffffffff0120012801b80101"
         );
         assert_eq!(
-            hex(&CompileOptions::replicas(4).encode()),
+            bare(CompileOptions::replicas(4)),
             "1a1208ffffffffffffffffff0120042801b80101"
         );
         assert_eq!(
-            hex(&CompileOptions::replicas(4)
-                .on_devices(&[3, 2, 1, 0])
-                .encode()),
+            bare(CompileOptions::replicas(4).on_devices(&[3, 2, 1, 0])),
             "1a2008ffffffffffffffffff01200428014a0c080410011a060a0403020100b80101"
         );
         assert_eq!(
-            hex(&CompileOptions::partitions(4).encode()),
+            bare(CompileOptions::partitions(4)),
             "1a1408ffffffffffffffffff01200128043001b80101"
         );
         // Field 12 as JAX writes it: tag 0x62, one packed `true`.
         assert_eq!(
-            hex(&CompileOptions::partitions(4)
-                .propagating_to_outputs()
-                .encode()),
+            bare(CompileOptions::partitions(4).propagating_to_outputs()),
             "1a1708ffffffffffffffffff01200128043001620101b80101"
+        );
+        // Field 7: one map entry (tag 0x3a, 59 bytes), key (field 1) the
+        // option's name, value (field 2) an `OptionOverrideProto` whose
+        // `string_field` (1) is the pass's name.
+        let entry = format!(
+            "3a3b0a16{}12210a1f{}",
+            hex(b"xla_disable_hlo_passes"),
+            hex(b"while-loop-trip-count-annotator")
+        );
+        assert_eq!(
+            hex(&CompileOptions::replicas(1).encode_with(None)),
+            format!("1a1208ffffffffffffffffff0120012801b80101{entry}")
+        );
+    }
+
+    #[test]
+    fn the_user_s_disabled_passes_are_kept() {
+        let pass = "while-loop-trip-count-annotator";
+        let name = "xla_disable_hlo_passes";
+        assert_eq!(with_user_flag(name, pass, None), pass);
+        let flags = "--xla_dump_to=/tmp/x --xla_disable_hlo_passes=a,b  --other=1".to_string();
+        assert_eq!(
+            with_user_flag(name, pass, Some(flags)),
+            format!("{pass},a,b")
         );
     }
 

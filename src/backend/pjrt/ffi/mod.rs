@@ -51,7 +51,7 @@ mod sys;
 pub use buffer::{Buffer, LentBytes};
 use client::ClientInner;
 pub use client::{Client, OptionValue};
-pub use compile_options::CompileOptions;
+pub use compile_options::{CompileOptions, XLA_WORKAROUNDS};
 pub use event::Event;
 pub use executable::Executable;
 pub use kv::{KeyValueStore, KvError};
