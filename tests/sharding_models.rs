@@ -241,6 +241,14 @@ fn train_with(
             metrics::report()
         );
         assert_eq!(metrics::counter("TransferFromDevice"), 0);
+        // Every step writes each parameter's update into its old pieces
+        // (XLA only: the reference backend donates nothing).
+        let params = model.parameters().len() as u64;
+        let donated = metrics::counter("DonatedBuffer");
+        match on_pjrt(mesh) {
+            true => assert!(donated >= 3 * params, "{donated} of {params} parameters"),
+            false => assert_eq!(donated, 0),
+        }
     }
     let losses = losses.iter().map(|l| l.item::<f32>().unwrap()).collect();
     let values = model
@@ -249,6 +257,10 @@ fn train_with(
         .map(|p| p.to_vec::<f32>().unwrap())
         .collect();
     (losses, values)
+}
+
+fn on_pjrt(mesh: Option<&Mesh>) -> bool {
+    mesh.is_some_and(|m| m.device().name().starts_with("pjrt"))
 }
 
 /// [`train_with`] Adam.

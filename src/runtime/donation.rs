@@ -47,6 +47,12 @@
 //!   (`Tensor::holds_alone`, the test its in-place result binding makes).
 //!   Replicated steps (`DataParallel`) donate the same argument positions
 //!   on every replica.
+//! - **Sharded steps.** An aliased result of an SPMD program carries its
+//!   parameter's sharding (the lowering writes it), so each device's
+//!   piece of the update lands in its piece of the old value. The sync
+//!   computes an update through a constraint to its old placement
+//!   (`runtime::sync`), which the tensors do not hold: for such a
+//!   *pinned* root they are counted on the constraint's operand.
 //! - **When not.** A program with run-time size checks aliases no update
 //!   and donates no `assign`ed old value: a failed check gives the
 //!   assigned tensors their old values back, which needs the old buffers
@@ -83,6 +89,11 @@ pub(crate) struct Holders {
     /// it last held the data leaf `old`. The tensor's own slot holds one
     /// reference to `old`, this list another.
     pub updates: Vec<(usize, Arc<Node>)>,
+    /// Per root (empty: none): whether the sync computes it through a
+    /// placement constraint it added (an SPMD update keeps its value's
+    /// sharding, `runtime::sync`), so its tensors hold the constraint's
+    /// operand and the sync's own list holds the constraint.
+    pub pinned: Vec<bool>,
 }
 
 /// What a sync's program donates.
@@ -227,12 +238,20 @@ fn held_from_outside(
         }
     }
     let mut outside = vec![false; order.len()];
-    for (r, &tensors) in roots.iter().zip(&holders.tensors) {
+    for (j, (r, &tensors)) in roots.iter().zip(&holders.tensors).enumerate() {
         let &i = index.get(&Arc::as_ptr(r))?;
         // The sync's list of roots, and the tensors it rebinds.
-        inside[i] += 1 + tensors;
+        let held = match holders.pinned.get(j).copied().unwrap_or(false) {
+            true => {
+                inside[i] += 1;
+                let operand = r.inputs.first()?;
+                index.get(&Arc::as_ptr(operand)).copied()?
+            }
+            false => i,
+        };
+        inside[held] += 1 + tensors;
         // Its result keeps it as a gradient history (`Node::with_grad_history`).
-        outside[i] |= r.keeps_history_after_sync();
+        outside[held] |= order[held].keeps_history_after_sync();
     }
     for (_, old) in &holders.updates {
         if let Some(&i) = index.get(&Arc::as_ptr(old)) {
@@ -279,6 +298,7 @@ mod tests {
         let holders = Holders {
             tensors: vec![1],
             updates: vec![(0, w.assigned_from().expect("assigned"))],
+            pinned: Vec::new(),
         };
         let mut traced = trace_unkeyed(&roots, &[], &[]).unwrap();
         traced.donate(&roots, &holders);

@@ -93,12 +93,19 @@ impl Status {
 pub(crate) fn run_roots(
     device: &Device,
     roots: Vec<Arc<Node>>,
-    holders: &Holders,
+    holders: &mut Holders,
 ) -> Result<Synced> {
     let inner = inner_vars(&roots);
     let buckets = super::buckets::size_buckets();
     let bounds: Vec<Bounds> = roots.iter().map(|r| result_bounds(r, buckets)).collect();
     let pinned = keep_placement(device, &roots, holders);
+    if let Some(p) = &pinned {
+        holders.pinned = p
+            .iter()
+            .zip(&roots)
+            .map(|(p, r)| !Arc::ptr_eq(p, r))
+            .collect();
+    }
     let program_roots = pinned.as_deref().unwrap_or(&roots);
     let mut ran = run(device, program_roots, &[], &inner, Some(holders), &bounds)
         .map_err(|e| step_failed(e, &roots))?;

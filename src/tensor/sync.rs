@@ -268,8 +268,8 @@ fn sync_program_undoing(tensors: &[Tensor], undo_to_pending: bool) -> Result<Opt
     if roots.is_empty() {
         return Ok(None);
     }
-    let holders = holders(tensors, &roots);
-    let synced = match sync::run_roots(tensors[0].device(), roots, &holders) {
+    let mut holders = holders(tensors, &roots);
+    let synced = match sync::run_roots(tensors[0].device(), roots, &mut holders) {
         Ok(synced) => synced,
         Err(e) => {
             if let crate::Error::SizeCheckFailed { .. } = e {
@@ -319,6 +319,7 @@ fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
     let mut h = sync::Holders {
         tensors: vec![0; roots.len()],
         updates: Vec::new(),
+        pinned: Vec::new(),
     };
     let at: rustc_hash::FxHashMap<*const Node, usize> = roots
         .iter()

@@ -232,9 +232,10 @@ impl Backend for PjrtReplicas {
     }
 
     fn donates(&self) -> bool {
-        // A sharded program's aliased results would need their
-        // parameters' shardings: not donated.
-        !self.partitioned && super::donation_enabled()
+        // A sharded program's aliased results carry their parameters'
+        // shardings (`lower::lower_with`), so each device's piece of the
+        // update is written into its piece of the parameter.
+        super::donation_enabled()
     }
 
     fn upload_sharded(

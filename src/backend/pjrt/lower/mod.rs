@@ -161,7 +161,9 @@ const REPLICATED: &str = " {mhlo.sharding = \"{replicated}\"}";
 /// Lowers `program` for one device, or with `spmd` for XLA's SPMD
 /// partitioner: every argument carries its `mhlo.sharding`
 /// (`Program::param_shardings`, else replicated), sizes and the check
-/// status are replicated, and the results' shardings are left to XLA.
+/// status are replicated, a result written into a donated parameter's
+/// buffer has that parameter's sharding (aliased buffers are split
+/// alike), and the other results' shardings are left to XLA.
 pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
@@ -192,21 +194,21 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             None => ty.bound(),
         };
         let mut data = arg(&buffer, &mut sig);
-        if let Some((_, s)) = program.param_shardings.iter().find(|(q, _)| *q == k) {
-            if let Some(last) = sig.last_mut() {
-                *last = format!(
-                    "{}: {} {{mhlo.sharding = \"{}\"}}",
-                    data.name,
-                    data.ty.mlir(),
-                    s.hlo()
-                );
-            }
+        let mut attrs = Vec::new();
+        match program.param_shardings.iter().find(|(q, _)| *q == k) {
+            Some((_, s)) => attrs.push(format!("mhlo.sharding = \"{}\"", s.hlo())),
+            None if spmd => attrs.push("mhlo.sharding = \"{replicated}\"".to_string()),
+            None => {}
         }
         if let Some(&(_, result)) = aliased.iter().find(|&&(param, _)| param == k) {
             // XLA writes the result into this parameter's buffer when the
             // caller donates it (JAX's `donate_argnums` says the same).
-            if let Some(last) = sig.last_mut() {
-                last.push_str(&format!(" {{tf.aliasing_output = {result} : i32}}"));
+            attrs.push(format!("tf.aliasing_output = {result} : i32"));
+        }
+        if let Some(last) = sig.last_mut() {
+            *last = format!("{}: {}", data.name, data.ty.mlir());
+            if !attrs.is_empty() {
+                last.push_str(&format!(" {{{}}}", attrs.join(", ")));
             }
         }
         // A bucketed buffer is longer than the bound: read its first
@@ -289,7 +291,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         scalar[at] = false;
         at += 1 + d;
     }
-    let result_tys: Vec<String> = tys
+    let mut result_tys: Vec<String> = tys
         .iter()
         .zip(&scalar)
         .map(|(t, &s)| match spmd && s {
@@ -297,6 +299,15 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             false => t.clone(),
         })
         .collect();
+    if spmd {
+        for &(k, position) in &aliased {
+            let sharding = match program.param_shardings.iter().find(|(q, _)| *q == k) {
+                Some((_, s)) => format!(" {{mhlo.sharding = \"{}\"}}", s.hlo()),
+                None => REPLICATED.to_string(),
+            };
+            result_tys[position] = format!("{}{sharding}", tys[position]);
+        }
+    }
     let mut text = format!(
         "func.func @main({}) -> ({}) {{\n",
         sig.join(", "),
