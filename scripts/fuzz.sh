@@ -5,6 +5,7 @@
 #   forward  tests/differential.rs  forward values of random programs
 #   grad     tests/fuzz_grad.rs     gradients, and finite differences
 #   replay   tests/fuzz_replay.rs   training steps lazily and captured
+#   sharding tests/fuzz_sharding.rs sharded programs on a 4-device mesh
 #
 # Usage:
 #   scripts/fuzz.sh              # 10,000 forward cases in one process
@@ -32,7 +33,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 [CASES [JOBS [forward|grad|replay]]]  (defaults 10000, 1, forward)" >&2
+    echo "usage: $0 [CASES [JOBS [forward|grad|replay|sharding]]]  (defaults 10000, 1, forward)" >&2
     exit 2
 }
 cases="${1:-10000}"
@@ -41,6 +42,7 @@ case "${3:-forward}" in
 forward) test=differential name=pjrt_matches_the_reference ;;
 grad) test=fuzz_grad name=gradients_agree_between_backends_and_with_finite_differences ;;
 replay) test=fuzz_replay name=captured_steps_replay_as_the_lazy_steps_run ;;
+sharding) test=fuzz_sharding name=sharded_programs_match_the_reference ;;
 *) usage ;;
 esac
 for n in "$cases" "$jobs"; do

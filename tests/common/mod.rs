@@ -36,6 +36,7 @@ fn ask_for_devices() {
             | "sharding"
             | "sharding_models"
             | "sharding_dynamic"
+            | "fuzz_sharding"
     ) {
         lazyxla::set_cpu_device_count(4).unwrap();
     }
