@@ -284,6 +284,20 @@ pub mod debug {
         crate::runtime::cache::clear()
     }
 
+    /// Drops what this thread keeps for reuse that holds graph nodes (the
+    /// shared scalar operands), as the thread's end would. For tests that
+    /// count live nodes: a test harness calls it before it lets the next
+    /// test start, so no earlier test's thread releases nodes during a
+    /// later test.
+    ///
+    /// ```
+    /// lazyxla::debug::clear_thread_caches();
+    /// ```
+    #[doc(hidden)]
+    pub fn clear_thread_caches() {
+        crate::tensor::broadcast::splat::clear()
+    }
+
     /// Sets how many compiled programs the compile cache holds (default
     /// 256, or `LAZYXLA_CACHE_SIZE`); the least recently used are evicted
     /// first, and compiling one again is logged as such.

@@ -250,7 +250,7 @@ fn broadcast_node(
 /// (`benches/record.rs`). Nodes never change once made, so a graph that
 /// shares one computes what it would with its own; a trace meets it once.
 /// Per thread, and bounded: past `CAPACITY` entries the cache starts over.
-mod splat {
+pub(crate) mod splat {
     use crate::dtype::DType;
     use crate::ir::Node;
     use crate::symint::SizeExpr;
@@ -275,6 +275,12 @@ mod splat {
             .map(SizeExpr::as_const)
             .collect::<Option<_>>()?;
         Some((v.to_bits(), dtype, dims))
+    }
+
+    /// Drops this thread's shared scalar nodes (they would otherwise go
+    /// when the thread ends).
+    pub(crate) fn clear() {
+        SPLATS.with(|m| m.borrow_mut().clear());
     }
 
     /// The shared node of `v` as `dtype` broadcast to `shape`, made by

@@ -1,6 +1,6 @@
 //! The user-facing `Tensor`: eager-looking ops that record lazy graph nodes.
 
-mod broadcast;
+pub(crate) mod broadcast;
 mod bucket;
 pub(crate) mod capture_mode;
 mod collective;

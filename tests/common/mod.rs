@@ -16,10 +16,26 @@ use parking_lot::{Mutex, MutexGuard};
 
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Serialises tests that touch process-wide state.
-pub fn lock() -> MutexGuard<'static, ()> {
+/// Serialises tests that touch process-wide state: held, no other test
+/// of the binary that asks for it runs. See [`Serial`].
+pub fn lock() -> Serial {
     ask_for_devices();
-    LOCK.lock()
+    Serial(LOCK.lock())
+}
+
+/// The guard of [`lock`]. Process-wide state a test may change or count
+/// (counters, the compile cache, switches, the live node count) is only
+/// its own while it holds this. A test's thread also keeps state of its
+/// own that holds graph nodes (the shared scalar operands), which would
+/// go when the thread ends: after the next test has started, changing
+/// that test's live node count. So the guard drops it before it lets the
+/// next test run.
+pub struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        lazyxla::debug::clear_thread_caches();
+    }
 }
 
 /// The test binaries of data parallelism and collectives run on 4 CPU
