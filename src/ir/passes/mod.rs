@@ -231,6 +231,27 @@ pub(crate) mod tests {
         trace(&roots, &[], &[]).expect("traced").program()
     }
 
+    /// A loop body's transposed product is swapped too, and the loop
+    /// computes the same values on the reference backend after the passes.
+    #[test]
+    fn passes_rewrite_loop_bodies() {
+        let run = || {
+            let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+            let out = crate::fori_loop(3, std::slice::from_ref(&x), |_, c| {
+                vec![&c[0] + &x.transpose(0, 1).matmul(&c[0]).transpose(0, 1).sum()]
+            });
+            out[0].clone()
+        };
+        let text = crate::Device::reference().scoped(|| {
+            let y = run();
+            crate::ir::print::print_program(&super::lowering(&program_of(&[&y])))
+        });
+        assert!(text.contains("contract=[0]x[1]"), "{text}");
+        let want = crate::Device::reference().scoped(|| run().to_vec::<f32>().unwrap());
+        let got = crate::device::reference_after_passes().scoped(|| run().to_vec::<f32>().unwrap());
+        assert_eq!(got, want);
+    }
+
     /// The printed program before and after `run`, for snapshots.
     pub(crate) fn before_after(p: &Program, run: &dyn Fn(&Program) -> Option<Program>) -> String {
         let after = run(p).expect("the pass rewrites the program");

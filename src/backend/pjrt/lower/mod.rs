@@ -36,7 +36,8 @@
 //! zeroes its dynamic contracted dims in both operands (the other's
 //! unspecified padding may be infinite, and `0 * inf` is NaN), except a
 //! checked product (`guarded`), and a value that several such consumers
-//! need zeroed is zeroed once where it is defined (`shared_fill`); an
+//! need zeroed is zeroed once where it is defined (an `Op::ZeroPadding`
+//! the pass `ir::passes::shared_fill` inserts); an
 //! `index_select` or `index_add` whose index is a count (`arange`, as the
 //! dynamic `Embedding` keeps its real rows) is a slice or a zero-padded
 //! add, with no gather or scatter; scatters point padded indices out of
@@ -103,6 +104,9 @@ pub(crate) struct Lowered {
     /// True when the program makes size checks: its last result is then
     /// their status (see `Ctx::check_status`).
     pub checked: bool,
+    /// The program after the lowering passes (`ir::passes`), when they
+    /// rewrote it: what the emitter translated, which a dump shows.
+    pub passed: Option<Program>,
 }
 
 /// Lowering state for one program.
@@ -316,6 +320,10 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         output_dynamic,
         num_var_args,
         checked,
+        passed: match passed {
+            std::borrow::Cow::Owned(p) => Some(p),
+            std::borrow::Cow::Borrowed(_) => None,
+        },
     })
 }
 
