@@ -36,6 +36,16 @@ struct DeviceInner {
 static REFERENCE: LazyLock<Device> =
     LazyLock::new(|| Device::new(Arc::new(ReferenceBackend::default())));
 
+/// The reference backend running programs after the lowering passes
+/// (`debug::reference_after_passes`).
+static REFERENCE_AFTER_PASSES: LazyLock<Device> =
+    LazyLock::new(|| Device::new(Arc::new(ReferenceBackend::after_passes())));
+
+/// The device of `debug::reference_after_passes`.
+pub(crate) fn reference_after_passes() -> Device {
+    REFERENCE_AFTER_PASSES.clone()
+}
+
 /// The reference devices: `Device::reference()` first, as many as the
 /// CPU device count ([`set_cpu_device_count`]; a bad `LAZYXLA_CPU_DEVICES`
 /// is reported when a PJRT client is made, and leaves one here).

@@ -321,6 +321,46 @@ pub mod debug {
         crate::tensor::registry::len()
     }
 
+    /// The program the PJRT backend lowers for `tensors`: the canonical
+    /// program of [`ir_text`] after the lowering passes (fills of padding
+    /// shared by several consumers as `zero_padding` nodes, products in
+    /// the forms XLA runs fastest), printed in the same format after a
+    /// line naming the passes. Runs nothing.
+    ///
+    /// ```
+    /// use lazyxla::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    /// let g = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2]).unwrap();
+    /// // A transposed product is written as the product swapped: only
+    /// // the transpose of `x` is left.
+    /// let y = x.transpose(0, 1).matmul(&g).transpose(0, 1);
+    /// let text = lazyxla::debug::lowered_ir_text(&[&y]);
+    /// assert_eq!(text.matches("transpose").count(), 1, "{text}");
+    /// ```
+    pub fn lowered_ir_text(tensors: &[&Tensor]) -> String {
+        let roots: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        match trace(&roots, &[], &[]) {
+            Ok(t) => {
+                let program = t.program();
+                let names: Vec<&str> = crate::ir::passes::LOWERING.iter().map(|p| p.name).collect();
+                format!(
+                    "# after passes: {}\n{}",
+                    names.join(", "),
+                    crate::ir::print::print_program(&crate::ir::passes::lowering(&program))
+                )
+            }
+            Err(e) => format!("<error: {e}>"),
+        }
+    }
+
+    /// A reference device that runs every program after the PJRT
+    /// backend's lowering passes ([`lowered_ir_text`]), so that a test can
+    /// check the passes keep every value against [`Device::reference`](crate::Device::reference).
+    #[doc(hidden)]
+    pub fn reference_after_passes() -> crate::Device {
+        crate::device::reference_after_passes()
+    }
+
     /// The canonical program that would compute `tensors`, printed (see the
     /// format in the module docs of `src/ir/print.rs`). Runs nothing.
     ///

@@ -729,9 +729,15 @@ fn cases() -> u32 {
 /// tensor: shapes and dtypes exactly, integers and bools exactly, floats
 /// within 1e-5 relative. Shared by the proptest and the regressions.
 fn compare(spec: &Spec, pjrt: &Device) -> Result<(), TestCaseError> {
+    compare_on(spec, &Device::reference(), pjrt)
+}
+
+/// [`compare`] of `got` against `want` (the reference, unless the
+/// reference itself is under test).
+fn compare_on(spec: &Spec, want: &Device, got: &Device) -> Result<(), TestCaseError> {
     let _g = common::lock();
-    let want = Device::reference().scoped(|| evaluate(spec));
-    let got = pjrt.scoped(|| evaluate(spec));
+    let want = want.scoped(|| evaluate(spec));
+    let got = got.scoped(|| evaluate(spec));
     let (got, want) = match (got, want) {
         (Ok(g), Ok(w)) => (g, w),
         (g, w) => {
@@ -773,6 +779,17 @@ proptest! {
     fn pjrt_matches_the_reference(spec in spec()) {
         let Some(pjrt) = common::pjrt_device() else { return Ok(()) };
         compare(&spec, &pjrt)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    /// The XLA lowering's passes (`lazyxla::debug::lowered_ir_text`) keep
+    /// every value: the reference backend gives the same results for the
+    /// program before and after them. Needs no plugin.
+    #[test]
+    fn lowering_passes_keep_the_reference_values(spec in spec()) {
+        compare_on(&spec, &Device::reference(), &lazyxla::debug::reference_after_passes())?;
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod leaf;
 pub mod loops;
 pub(crate) mod node;
 pub mod op;
+pub(crate) mod passes;
 pub(crate) mod print;
 pub(crate) mod program;
 pub(crate) mod random;

@@ -189,6 +189,15 @@ pub enum Op {
         checks: std::sync::Arc<[SizeCheck]>,
     },
 
+    /// One operand, unchanged: its padding along `dims` (dims of dynamic
+    /// size) zeroed once for the several products and sums that need it
+    /// zero (`ir::passes::shared_fill`, which alone makes it). Without
+    /// padding (the reference backend) it is the operand.
+    ZeroPadding {
+        /// Sorted, distinct dims.
+        dims: Vec<usize>,
+    },
+
     // ----- reductions -----
     /// One operand reduced over `dims` (removed from the shape).
     Reduce {
@@ -372,7 +381,8 @@ pub enum Family<'a> {
     Elementwise,
     /// The operand's elements moved, repeated, cut, placed or renamed, their
     /// values unchanged: `Broadcast`, `Reshape`, `Transpose`, `Slice`,
-    /// `Concat`, `Reverse`, `PadToBound`, `Guard`, `Sharding`.
+    /// `Concat`, `Reverse`, `PadToBound`, `Guard`, `Sharding`,
+    /// `ZeroPadding`.
     Layout {
         /// The target shape of `Broadcast`, `Reshape` and `Guard`.
         sizes: &'a [SizeExpr],
@@ -433,6 +443,7 @@ impl Op {
             | Op::Concat { .. }
             | Op::Reverse { .. }
             | Op::PadToBound { .. }
+            | Op::ZeroPadding { .. }
             | Op::Sharding(_) => Family::Layout {
                 sizes: &[],
                 checks: &[],
@@ -539,6 +550,7 @@ impl Op {
             Op::Reverse { .. } => "reverse",
             Op::PadToBound { .. } => "pad_to_bound",
             Op::Guard { .. } => "guard",
+            Op::ZeroPadding { .. } => "zero_padding",
             Op::Reduce { kind, .. } => match kind {
                 ReduceKind::Sum => "reduce_sum",
                 ReduceKind::Max => "reduce_max",

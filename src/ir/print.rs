@@ -93,6 +93,7 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Concat { dim } => format!("dim={dim}"),
         Op::Reverse { dims } => format!("dims={dims:?}"),
         Op::PadToBound { fill } => format!("fill={}", lit(*fill)),
+        Op::ZeroPadding { dims } => format!("dims={dims:?}"),
         Op::Guard { checks, .. } => checks
             .iter()
             .map(|c| c.condition(&mut |e| names.expr(e)))

@@ -371,6 +371,17 @@ pub(crate) fn lower_text(program: &Program) -> Result<String> {
     Ok(lower::lower(program)?.text)
 }
 
+/// The IR text a dump shows: the traced `program` and, when the lowering
+/// passes rewrote it, the program they gave (what the emitter translated).
+pub(crate) fn dump_ir(program: &Program, lowered: &lower::Lowered) -> String {
+    let mut ir = crate::ir::print::print_program(program);
+    if let Some(p) = &lowered.passed {
+        ir.push_str("\n# after the lowering passes:\n");
+        ir.push_str(&crate::ir::print::print_program(p));
+    }
+    ir
+}
+
 /// Writes the IR text and the StableHLO text of a program to
 /// `LAZYXLA_DUMP`, else (on a compile failure) to a directory under the
 /// system temp dir; returns the StableHLO file's path.
@@ -493,7 +504,7 @@ impl Backend for PjrtBackend {
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = lower::lower(program)?;
         check_result_layout(program, &lowered)?;
-        let ir = crate::ir::print::print_program(program);
+        let ir = dump_ir(program, &lowered);
         let exe = self.compile_text(&ir, &lowered.text)?;
         Ok(Arc::new(PjrtExecutable {
             exe: Arc::new(exe),

@@ -277,7 +277,7 @@ impl Backend for PjrtReplicas {
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         let lowered = self.module(program)?;
         check_result_layout(program, &lowered)?;
-        let ir = crate::ir::print::print_program(program);
+        let ir = super::dump_ir(program, &lowered);
         let client = &self.members[0].client;
         let ids: Vec<i64> = self
             .members

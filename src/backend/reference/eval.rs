@@ -208,6 +208,8 @@ fn eval_node(
         Op::ReplicaId => super::collective::replica_id(),
         // The reference runs the unpartitioned program.
         Op::Sharding(_) => ins[0].clone(),
+        // No padding here to zero.
+        Op::ZeroPadding { .. } => ins[0].clone(),
         Op::While(l) => {
             let outer = l
                 .outer_sizes

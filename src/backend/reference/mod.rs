@@ -32,12 +32,28 @@ use std::sync::Arc;
 #[derive(Default)]
 pub(crate) struct ReferenceBackend {
     index: usize,
+    /// Runs each program after the XLA lowering's passes
+    /// (`ir::passes::LOWERING`), for the tests that check the passes keep
+    /// every value.
+    passes: bool,
 }
 
 impl ReferenceBackend {
     /// Reference device `index` (0 is `Device::reference()`).
     pub(crate) fn device(index: usize) -> ReferenceBackend {
-        ReferenceBackend { index }
+        ReferenceBackend {
+            index,
+            passes: false,
+        }
+    }
+
+    /// A reference device that runs each program after the lowering
+    /// passes (`debug::reference_after_passes`).
+    pub(crate) fn after_passes() -> ReferenceBackend {
+        ReferenceBackend {
+            index: 0,
+            passes: true,
+        }
     }
 }
 
@@ -157,9 +173,10 @@ fn array<'a>(b: &'a DeviceBuffer, op: &'static str) -> Result<&'a HostArray> {
 
 impl Backend for ReferenceBackend {
     fn name(&self) -> String {
-        match self.index {
-            0 => "reference".into(),
-            k => format!("reference:{k}"),
+        match (self.index, self.passes) {
+            (_, true) => "reference+passes".into(),
+            (0, false) => "reference".into(),
+            (k, false) => format!("reference:{k}"),
         }
     }
 
@@ -176,7 +193,10 @@ impl Backend for ReferenceBackend {
 
     fn compile(&self, program: &Program) -> Result<ExecutableRef> {
         // The plan is the program itself; nothing to prepare.
-        Ok(Arc::new(program.clone()))
+        Ok(Arc::new(match self.passes {
+            true => crate::ir::passes::lowering(program).into_owned(),
+            false => program.clone(),
+        }))
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -204,6 +204,22 @@ pub(super) fn pad_to_bound(inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
     ))
 }
 
+/// One operand with its padding along `dims` zeroed: its dtype and shape.
+pub(super) fn zero_padding(
+    name: &'static str,
+    dims: &[usize],
+    inputs: &[Arc<Node>],
+) -> Result<(DType, Shape)> {
+    let x = &inputs[0];
+    if let Some(&d) = dims.iter().find(|&&d| d >= x.shape.len()) {
+        return Err(Error::internal(
+            name,
+            format!("dim {d} of a rank-{} operand", x.shape.len()),
+        ));
+    }
+    Ok((x.dtype, x.shape.clone()))
+}
+
 /// One operand renamed to `shape`: every size that changes is checked equal (or within a bound) by `checks`.
 pub(super) fn guard(
     name: &'static str,

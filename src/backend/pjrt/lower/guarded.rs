@@ -10,7 +10,8 @@
 //! large input (the detector's box head: `[4096, 16]` features of which
 //! the positives are the zone) that copy costs more than the product.
 //!
-//! So where the rule applies ([`raw_side`]) the lowering zeroes the
+//! So where the rule applies (`ir::passes::checked_dot::raw_side`, which
+//! the shared fill pass reads too) the lowering zeroes the
 //! padding of the smaller operand only, contracts it with the larger one
 //! as it is, and checks that *fast* result. Every padding term of the
 //! fast result is `0 * p`, with `p` an element of the raw operand's
@@ -26,74 +27,13 @@
 //! The rule applies to float products whose result has no padding (the
 //! check would read the result's unspecified padding), which is no larger
 //! than the raw operand (checking it costs less than the fill it saves),
-//! and whose raw operand has at least [`MIN_RAW`] elements.
+//! and whose raw operand has at least `checked_dot::MIN_RAW` elements.
 
 use super::emit::{Elt, Ty, V};
-use super::{node_ty, Ctx};
-use crate::ir::program::Program;
-use crate::ir::{Dot, Op};
-
-/// Below this many elements in the raw operand, both operands are zeroed:
-/// the select saved is small, and the check adds three small ops (the
-/// finiteness test, the conditional, the mask handed to its slow path).
-/// Not tuned: the detector's features (65,536 elements) gain, and the
-/// small products of the tests keep their plain form.
-const MIN_RAW: i64 = 4096;
-
-/// An operand of a product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Side {
-    Lhs,
-    Rhs,
-}
-
-/// What [`raw_side`] reads of a product.
-pub(super) struct Shapes {
-    /// The product is of floats.
-    pub float: bool,
-    /// Some contracted dim has padding.
-    pub contract_padded: bool,
-    /// Some result dim has padding.
-    pub out_padded: bool,
-    /// Elements of the lhs, the rhs and the result at their bounds.
-    pub lhs: i64,
-    pub rhs: i64,
-    pub out: i64,
-}
-
-/// The operand whose padding a product leaves as it is (the larger one),
-/// when the rule of the module docs applies.
-pub(super) fn raw_side(s: &Shapes) -> Option<Side> {
-    if !s.float || !s.contract_padded || s.out_padded {
-        return None;
-    }
-    let (side, n) = if s.rhs >= s.lhs {
-        (Side::Rhs, s.rhs)
-    } else {
-        (Side::Lhs, s.lhs)
-    };
-    (n >= MIN_RAW && s.out <= n).then_some(side)
-}
-
-/// [`raw_side`] for node `i` of `program`, a `Dot`, from its shapes: the
-/// operand that no fill of this product zeroes (`shared_fill`).
-pub(super) fn program_raw_side(program: &Program, i: usize) -> Option<Side> {
-    let n = &program.nodes[i];
-    let Op::Dot(dot) = &n.op else {
-        return None;
-    };
-    let (a, b) = (&program.nodes[n.inputs[0]], &program.nodes[n.inputs[1]]);
-    let padded = |shape: &[crate::symint::SizeExpr], d: usize| shape[d].as_const().is_none();
-    raw_side(&Shapes {
-        float: n.dtype.is_float(),
-        contract_padded: dot.lhs_contract.iter().any(|&d| padded(&a.shape, d))
-            || dot.rhs_contract.iter().any(|&d| padded(&b.shape, d)),
-        out_padded: (0..n.shape.len()).any(|d| padded(&n.shape, d)),
-        lhs: node_ty(a.dtype, &a.shape).numel(),
-        rhs: node_ty(b.dtype, &b.shape).numel(),
-        out: node_ty(n.dtype, &n.shape).numel(),
-    })
-}
+use super::Ctx;
+pub(super) use crate::ir::passes::checked_dot::Side;
+use crate::ir::passes::checked_dot::{raw_side, Shapes};
+use crate::ir::Dot;
 
 impl Ctx<'_> {
     /// [`raw_side`] for the product of `a` and `b` by `dot` into `ty`, as

@@ -42,12 +42,23 @@ impl Ctx<'_> {
         self.redyn(out, ty, &sizes)
     }
 
+    /// Node `i`, or the node whose padding it zeroes (`Op::ZeroPadding`):
+    /// the same elements, for a question about them.
+    pub(super) fn unfilled(&self, i: usize) -> usize {
+        match self.program.nodes[i].op {
+            crate::ir::Op::ZeroPadding { .. } => self.program.nodes[i].inputs[0],
+            _ => i,
+        }
+    }
+
     /// True when node `i` is a 1-D count `0, 1, .., n-1` (`arange`): as
     /// an index it selects (or adds into) a prefix, which needs no gather
     /// or scatter (the dynamic `Embedding` keeps its real rows this way).
     /// So is every position's own index in a masked zone
     /// ([`Ctx::mask_positions`]): its real positions index themselves.
+    /// A fill of its padding (`Op::ZeroPadding`) changes no element.
     pub(super) fn counting(&self, i: usize) -> bool {
+        let i = self.unfilled(i);
         let n = &self.program.nodes[i];
         (matches!(&n.op, crate::ir::Op::Iota { dim: 0, .. }) && n.shape.len() == 1)
             || self.mask_positions(i)

@@ -139,7 +139,7 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         // A size of the zone, not an iota over it.
         Family::Source { .. } => matches!(n.op, Op::SizeOf(_)),
         Family::Layout { .. } => match &n.op {
-            Op::Transpose { .. } | Op::Sharding(_) => true,
+            Op::Transpose { .. } | Op::Sharding(_) | Op::ZeroPadding { .. } => true,
             Op::Broadcast { dims, .. } => dims_of(input(0), v)
                 .iter()
                 .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),
@@ -283,7 +283,7 @@ impl Ctx<'_> {
         let Op::Reshape { .. } = n.op else {
             return false;
         };
-        let j = n.inputs[0];
+        let j = self.unfilled(n.inputs[0]);
         let nz = &self.program.nodes[j];
         matches!(nz.op, Op::Nonzero) && self.program.nodes[nz.inputs[0]].shape.len() == 1
     }

@@ -36,7 +36,8 @@
 //! zeroes its dynamic contracted dims in both operands (the other's
 //! unspecified padding may be infinite, and `0 * inf` is NaN), except a
 //! checked product (`guarded`), and a value that several such consumers
-//! need zeroed is zeroed once where it is defined (`shared_fill`); an
+//! need zeroed is zeroed once where it is defined (an `Op::ZeroPadding`
+//! the pass `ir::passes::shared_fill` inserts); an
 //! `index_select` or `index_add` whose index is a count (`arange`, as the
 //! dynamic `Embedding` keeps its real rows) is a slice or a zero-padded
 //! add, with no gather or scatter; scatters point padded indices out of
@@ -57,7 +58,10 @@
 //! static instead, its real elements where the zone's mask holds; the
 //! fills read that mask as they read a dynamic dim's size.
 //!
-//! The lowering is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
+//! The lowering runs the passes of `ir::passes::LOWERING` first (shared
+//! fills, the forms of products: decisions made as IR rewrites, which
+//! `debug::lowered_ir_text` prints), then is ONE exhaustive `match` over
+//! [`Op`] ([`Ctx::node`]).
 
 mod backing;
 mod collective;
@@ -100,6 +104,9 @@ pub(crate) struct Lowered {
     /// True when the program makes size checks: its last result is then
     /// their status (see `Ctx::check_status`).
     pub checked: bool,
+    /// The program after the lowering passes (`ir::passes`), when they
+    /// rewrote it: what the emitter translated, which a dump shows.
+    pub passed: Option<Program>,
 }
 
 /// Lowering state for one program.
@@ -119,9 +126,6 @@ pub(super) struct Ctx<'p> {
     /// Each check of the program's guards, in node order: whether it
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
-    /// The transposes lowered as the swapped dot they transpose, by node
-    /// (`reduce::swapped_dots`); their dots are not lowered.
-    swapped: HashMap<usize, reduce::Swapped>,
     /// What is known of each value's padding, by SSA name (`padding`).
     pads: HashMap<std::rc::Rc<str>, padding::Padding>,
     /// The static buffer at whose front each value's elements sit, by
@@ -165,6 +169,9 @@ const REPLICATED: &str = " {mhlo.sharding = \"{replicated}\"}";
 /// buffer has that parameter's sharding (aliased buffers are split
 /// alike), and the other results' shardings are left to XLA.
 pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
+    // The decisions made as IR rewrites, its loops' programs included.
+    let passed = crate::ir::passes::lowering(program);
+    let program: &Program = &passed;
     let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
@@ -324,6 +331,10 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         output_dynamic,
         num_var_args,
         checked,
+        passed: match passed {
+            std::borrow::Cow::Owned(p) => Some(p),
+            std::borrow::Cow::Borrowed(_) => None,
+        },
     })
 }
 
@@ -379,7 +390,6 @@ impl<'p> Ctx<'p> {
             checks: Vec::new(),
             pads: HashMap::new(),
             backing: HashMap::new(),
-            swapped: reduce::swapped_dots(program),
             masked: masked::masked_vars(program),
             masks: HashMap::new(),
             matmul_precision: program.matmul_precision,
@@ -409,24 +419,11 @@ impl<'p> Ctx<'p> {
         }
     }
 
-    /// Lowers every node, in order, zeroing once the padding that
-    /// several consumers need zero (see `shared_fill`); a dot lowered
-    /// swapped by the transpose that uses it is skipped
-    /// (`reduce::swapped_dots`).
+    /// Lowers every node, in order.
     pub(super) fn lower_nodes(&mut self) -> Result<()> {
-        let zero_once = shared_fill::zero_once(self.program);
-        let folded: std::collections::HashSet<usize> =
-            self.swapped.values().map(|s| s.dot).collect();
-        for (i, zero) in zero_once.iter().enumerate() {
-            if folded.contains(&i) {
-                continue;
-            }
-            let mut v = self.node(i)?;
+        for i in 0..self.program.nodes.len() {
+            let v = self.node(i)?;
             self.note_extents(i, &v);
-            if let Some(dims) = zero {
-                v = self.zero_padding_once(v, dims);
-                self.note_extents(i, &v);
-            }
             self.values[i] = Some(v);
         }
         Ok(())
@@ -479,16 +476,6 @@ impl Ctx<'_> {
 
     /// Lowers node `i`: the one exhaustive match over [`Op`].
     fn node(&mut self, i: usize) -> Result<V> {
-        if let Some(s) = self.swapped.get(&i).cloned() {
-            // A transpose of a dot, lowered as the swapped dot (its own
-            // dot is never lowered).
-            let (a, b) = (self.value(s.lhs)?, self.value(s.rhs)?);
-            let ty = self.ty(i);
-            let precision = self.product_precision(ty.elt);
-            return Ok(self.in_f32(&[a, b], &ty, |c, ins, ty| {
-                c.dot(&ins[0], &ins[1], &s.form, ty, precision)
-            }));
-        }
         let node = &self.program.nodes[i];
         let ins: Vec<V> = node
             .inputs
@@ -558,6 +545,7 @@ impl Ctx<'_> {
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
             Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
+            Op::ZeroPadding { dims } => self.zero_padding_once(ins[0].clone(), dims),
             Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
             Op::Reduce { kind, dims } => {
                 self.in_f32(&ins, &ty, |c, ins, ty| c.reduce(*kind, &ins[0], dims, ty))
@@ -569,20 +557,6 @@ impl Ctx<'_> {
             }
             Op::Dot(dot) => {
                 let precision = self.product_precision(ty.elt);
-                if let Some(folded) = reduce::folded_rhs_transpose(self.program, i) {
-                    // The transpose's operand, its dims named by the dot.
-                    let k = self.value(self.program.nodes[node.inputs[1]].inputs[0])?;
-                    return Ok(self.in_f32(&[ins[0].clone(), k], &ty, |c, ins, ty| {
-                        c.dot(&ins[0], &ins[1], &folded, ty, precision)
-                    }));
-                }
-                if reduce::vector_times_transposed(self.program, i) {
-                    // The matrix itself, not its transpose (see there).
-                    let w = self.value(self.program.nodes[node.inputs[1]].inputs[0])?;
-                    return Ok(self.in_f32(&[ins[0].clone(), w], &ty, |c, ins, ty| {
-                        c.vector_dot_transposed(&ins[0], &ins[1], dot, ty, precision)
-                    }));
-                }
                 self.in_f32(&ins, &ty, |c, ins, ty| {
                     c.dot(&ins[0], &ins[1], dot, ty, precision)
                 })

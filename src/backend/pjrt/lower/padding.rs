@@ -17,8 +17,9 @@
 //! Invariant: a record holds for the value at run time. Extents come from
 //! the node's shape (a dim is masked exactly when its size is a masked
 //! variable); "zero along D" is recorded only where the lowering writes
-//! the zeros (`shared_fill`: a value that several consumers need zeroed is
-//! zeroed once where it is defined). A fill (`Ctx::padded_along`,
+//! the zeros (an `Op::ZeroPadding` node, `shared_fill`: a value that
+//! several consumers need zeroed is zeroed once where it is defined, as
+//! the pass `ir::passes::shared_fill` decides). A fill (`Ctx::padded_along`,
 //! `Ctx::valid_mask`) builds its mask from the extents and writes nothing
 //! where the content already is what it would write. Values are keyed by
 //! SSA name; an op that derives a value elementwise from another (a
