@@ -5,9 +5,13 @@
 //! StableHLO text, XLA's compile (up to `LAZYXLA_SCALING_COMPILE_MAX`
 //! nodes, default 20,000: XLA's own time, for scale) and a captured
 //! step's call once compiled, beside the same program executed directly
-//! through the FFI: their difference is what lazyxla adds to a replay
-//! (it must not grow with N: a replay checks the inputs' signature and
-//! runs the program, it never walks the graph).
+//! through the FFI, the two in alternating rounds: the median of the
+//! rounds' differences is what lazyxla adds to a replay ("share"). It
+//! must not grow with the number of nodes: a replay checks the inputs'
+//! signature, gathers the parameters, runs the program and binds its
+//! results, and never walks the graph. It grows with the program's
+//! parameters and results (the stack's weights, gradients and updates:
+//! one each per state tensor), each released or rebound per call.
 //!
 //! Two graph shapes:
 //! - `chain`: one long elementwise chain on a `[64]` vector (mul, add,
@@ -19,9 +23,12 @@
 //! Run: `cargo bench --bench scaling` (PJRT for compile and the captured
 //! step; the other columns need no plugin). Prints
 //! `RESULT scaling <shape> n=<nodes> record_ns=.. trace_ns=.. lower_ns=..`
-//! per node, then one Markdown table for `benches/README.md`.
+//! (per node) `compile_ms=.. captured_call_us=.. direct_call_us=..
+//! share_us=..`, then one Markdown table for `benches/README.md`.
 //! `LAZYXLA_SCALING_SIZES=1000,5000` picks the sizes (approximate node
-//! counts).
+//! counts); `LAZYXLA_SCALING_SHAPES=mlp` one graph shape (`chain`, `mlp`);
+//! `LAZYXLA_SCALING_REPLAYS=N` times each captured call N times (default
+//! 21 for the chain, 11 for the stack), enough to profile it with `perf`.
 
 use lazyxla::debug::Recorder;
 use lazyxla::nn::{Linear, Module};
@@ -37,31 +44,53 @@ struct Row {
     trace: Duration,
     lower: Duration,
     compile: Option<Duration>,
-    captured_call: Option<Duration>,
-    /// The captured step's program executed directly, blocking.
-    direct_call: Option<Duration>,
+    replay: Option<Replay>,
 }
 
-/// A captured step's call (run and output read) and the same program
-/// executed directly through the FFI, each the median of `rounds`.
-fn replay_costs(rounds: usize, recorder: &Recorder, run: &mut dyn FnMut()) -> (Duration, Duration) {
+/// What a captured call costs, beside the same program executed directly.
+#[derive(Clone, Copy)]
+struct Replay {
+    /// A captured step's call (run and output read), the median.
+    call: Duration,
+    /// The program executed directly through the FFI, blocking, the median.
+    direct: Duration,
+    /// The median of each round's `call - direct` (a round runs one of
+    /// each, back to back): steadier than the difference of the medians
+    /// when the machine's load drifts during the measurement.
+    share: Duration,
+}
+
+/// Times a captured step's call (`run`: run and output read) and the same
+/// program executed directly through the FFI, in `rounds` alternating
+/// rounds.
+fn replay_costs(rounds: usize, recorder: &Recorder, run: &mut dyn FnMut()) -> Replay {
     run(); // compiles
     recorder.start();
     run();
     let last = recorder.last().pop().expect("a recorded execution");
     recorder.stop();
-    let call = median(rounds, || {
+    let refs: Vec<_> = last.args.iter().map(|b| &**b).collect();
+    let (mut calls, mut directs, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
         let t = Instant::now();
         run();
-        t.elapsed()
-    });
-    let refs: Vec<_> = last.args.iter().map(|b| &**b).collect();
-    let direct = median(rounds, || {
+        let call = t.elapsed();
         let t = Instant::now();
         std::hint::black_box(last.exe.execute(&refs).unwrap());
-        t.elapsed()
-    });
-    (call, direct)
+        let direct = t.elapsed();
+        calls.push(call);
+        directs.push(direct);
+        shares.push(call.as_secs_f64() - direct.as_secs_f64());
+    }
+    calls.sort();
+    directs.sort();
+    shares.sort_by(f64::total_cmp);
+    Replay {
+        call: calls[rounds / 2],
+        direct: directs[rounds / 2],
+        // A negative share (the direct run slower in most rounds) is noise.
+        share: Duration::from_secs_f64(shares[rounds / 2].max(0.0)),
+    }
 }
 
 /// Builds the chain's graph: about three nodes per `links`.
@@ -115,6 +144,16 @@ impl Stack {
     }
 }
 
+/// Rounds of the captured and the direct call (`default` unless
+/// `LAZYXLA_SCALING_REPLAYS` is set).
+fn replays(default: usize) -> usize {
+    std::env::var("LAZYXLA_SCALING_REPLAYS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+        .max(1)
+}
+
 fn compile_max() -> usize {
     std::env::var("LAZYXLA_SCALING_COMPILE_MAX")
         .ok()
@@ -141,19 +180,19 @@ fn measure_chain(target: usize, (device, recorder): (&Device, &Recorder)) -> Row
     });
     let y = chain(&x, links);
     let (trace, lower, nodes) = host(&[&y]);
-    let (compile, captured_call, direct_call) = if nodes <= compile_max() {
+    let (compile, replay) = if nodes <= compile_max() {
         let text = debug::stablehlo_text(&[&y]).unwrap();
         let t = Instant::now();
         debug::pjrt_compile_text(device, &text).unwrap();
         let compile = t.elapsed();
         let mut step = capture(|i: &[Tensor]| vec![chain(&i[0], links)]);
-        let (call, direct) = replay_costs(21, recorder, &mut || {
+        let replay = replay_costs(replays(21), recorder, &mut || {
             let out = step.run(std::slice::from_ref(&x)).unwrap();
             out[0].to_vec::<f32>().unwrap();
         });
-        (Some(compile), Some(call), Some(direct))
+        (Some(compile), Some(replay))
     } else {
-        (None, None, None)
+        (None, None)
     };
     Row {
         shape: "chain",
@@ -162,8 +201,7 @@ fn measure_chain(target: usize, (device, recorder): (&Device, &Recorder)) -> Row
         trace,
         lower,
         compile,
-        captured_call,
-        direct_call,
+        replay,
     }
 }
 
@@ -198,12 +236,11 @@ fn measure_mlp(target: usize, (device, recorder): (&Device, &Recorder)) -> Row {
     let replay = compile.map(|_| {
         let mut stack = Stack::new(depth);
         let mut step = capture(|i: &[Tensor]| vec![stack.step(&i[0])]);
-        replay_costs(11, recorder, &mut || {
+        replay_costs(replays(11), recorder, &mut || {
             let out = step.run(std::slice::from_ref(&x)).unwrap();
             out[0].to_vec::<f32>().unwrap();
         })
     });
-    let (captured_call, direct_call) = (replay.map(|r| r.0), replay.map(|r| r.1));
     Row {
         shape: "mlp",
         nodes,
@@ -211,8 +248,7 @@ fn measure_mlp(target: usize, (device, recorder): (&Device, &Recorder)) -> Row {
         trace,
         lower,
         compile,
-        captured_call,
-        direct_call,
+        replay,
     }
 }
 
@@ -224,6 +260,11 @@ fn host(roots: &[&Tensor]) -> (Duration, Duration, usize) {
     traces.sort();
     lowers.sort();
     (traces[1], lowers[1], runs[0].2)
+}
+
+/// Microseconds, or `-`.
+fn us(d: Option<Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.0}", d.as_secs_f64() * 1e6))
 }
 
 fn per_node(d: Duration, n: usize) -> f64 {
@@ -238,17 +279,23 @@ fn main() {
         .ok()
         .map(|s| s.split(',').map(|v| v.trim().parse().unwrap()).collect())
         .unwrap_or_else(|| vec![1_000, 5_000, 20_000, 50_000, 100_000, 200_000]);
+    let shapes = std::env::var("LAZYXLA_SCALING_SHAPES").unwrap_or_else(|_| "chain,mlp".into());
+    let wants = |shape: &str| shapes.split(',').any(|s| s.trim() == shape);
     let mut rows = Vec::new();
     for &n in &sizes {
         // The chain's links are single nodes; its count is close to n.
         device.scoped(|| {
-            rows.push(measure_chain(n, (&device, &recorder)));
-            rows.push(measure_mlp(n, (&device, &recorder)));
+            if wants("chain") {
+                rows.push(measure_chain(n, (&device, &recorder)));
+            }
+            if wants("mlp") {
+                rows.push(measure_mlp(n, (&device, &recorder)));
+            }
         });
     }
     for r in &rows {
         println!(
-            "RESULT scaling {} n={} record_ns={:.0} trace_ns={:.0} lower_ns={:.0} compile_ms={} captured_call_us={} direct_call_us={}",
+            "RESULT scaling {} n={} record_ns={:.0} trace_ns={:.0} lower_ns={:.0} compile_ms={} captured_call_us={} direct_call_us={} share_us={}",
             r.shape,
             r.nodes,
             per_node(r.record, r.nodes),
@@ -256,10 +303,9 @@ fn main() {
             per_node(r.lower, r.nodes),
             r.compile
                 .map_or("-".into(), |d| format!("{:.0}", d.as_secs_f64() * 1e3)),
-            r.captured_call
-                .map_or("-".into(), |d| format!("{:.0}", d.as_secs_f64() * 1e6)),
-            r.direct_call
-                .map_or("-".into(), |d| format!("{:.0}", d.as_secs_f64() * 1e6)),
+            us(r.replay.map(|p| p.call)),
+            us(r.replay.map(|p| p.direct)),
+            us(r.replay.map(|p| p.share)),
         );
     }
     println!();
@@ -275,14 +321,10 @@ fn main() {
             per_node(r.lower, r.nodes),
             r.compile
                 .map_or("–".into(), |d| format!("{:.2} s", d.as_secs_f64())),
-            r.captured_call
-                .map_or("–".into(), |d| format!("{:.0} µs", d.as_secs_f64() * 1e6)),
-            r.captured_call
-                .zip(r.direct_call)
-                .map_or("–".into(), |(c, d)| format!(
-                    "{:.0} µs",
-                    (c.as_secs_f64() - d.as_secs_f64()) * 1e6
-                )),
+            r.replay
+                .map_or("–".into(), |p| format!("{} µs", us(Some(p.call)))),
+            r.replay
+                .map_or("–".into(), |p| format!("{} µs", us(Some(p.share)))),
         );
     }
 }

@@ -452,6 +452,7 @@ pub(super) struct Variant {
     /// (`Program::aliases`): each the value of a tensor in `assigned`
     /// whose new value is the result its parameter aliases. A replay
     /// donates those whose tensor alone holds them (`replay::donations`).
+    /// Sorted, as `Program::aliases` is (`ExecArgs::donate` needs it).
     donations: Vec<usize>,
     /// What `run` returns.
     returned: Vec<Returned>,

@@ -131,25 +131,34 @@ pub(super) struct Graph<'a> {
 pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choice {
     let (order, index, params, params_data) = (g.order, g.index, g.params, g.params_data);
     let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
+    // Every lookup below is by position, never a scan: a step with
+    // thousands of parameters and updates chooses in linear time.
+    // `params` lists node positions in ascending order (the trace pushes
+    // them as it walks the order), so a binary search finds a parameter.
     let param_of = |n: &Arc<Node>| {
         let &i = index.get(&Arc::as_ptr(n))?;
-        params.iter().position(|&p| p == i).map(|k| (k, i))
+        params.binary_search(&i).ok().map(|k| (k, i))
     };
+    // A pair takes its parameter and its root once.
+    let mut taken_param = vec![false; params.len()];
+    let mut taken_root = vec![false; roots.len()];
     // A failed check gives assigned tensors their old values back: a
     // checked program aliases no update, and never donates an old value.
-    let olds: Vec<usize> = holders
-        .updates
-        .iter()
-        .filter_map(|(_, old)| param_of(old).map(|(k, _)| k))
-        .collect();
+    let mut old_param = vec![false; params.len()];
+    for (_, old) in &holders.updates {
+        if let Some((k, _)) = param_of(old) {
+            old_param[k] = true;
+        }
+    }
     for (j, old) in holders.updates.iter().filter(|_| !g.checked) {
         let (Some((k, i)), Some(root)) = (param_of(old), roots.get(*j)) else {
             continue;
         };
         let is_static = old.shape.iter().all(|e| e.as_const().is_some());
-        let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == *j);
+        let taken = taken_param[k] || taken_root[*j];
         if is_static && !taken && root.dtype == old.dtype && root.shape == old.shape {
             pairs.push((k, *j, i));
+            (taken_param[k], taken_root[*j]) = (true, true);
         }
     }
     for (j, root) in roots.iter().enumerate() {
@@ -159,14 +168,15 @@ pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choic
         let Some((k, i)) = param_of(first) else {
             continue;
         };
-        let taken = pairs.iter().any(|&(k2, j2, _)| k2 == k || j2 == j);
+        let taken = taken_param[k] || taken_root[j];
         let buffer = params_data[k].bounds();
         let same_buffer = g.out_buffers.get(j).map(|b| &b[..]) == Some(buffer);
         // Room for every part at its bound: the lowering appends in place
         // (else aliasing would only make XLA copy the parameter).
         let room = buffer.get(dim).is_some_and(|&b| b as i64 >= need);
-        if !taken && !olds.contains(&k) && same_buffer && room && root.dtype == order[i].dtype {
+        if !taken && !old_param[k] && same_buffer && room && root.dtype == order[i].dtype {
             pairs.push((k, j, i));
+            (taken_param[k], taken_root[j]) = (true, true);
         }
     }
     pairs.sort_unstable();
@@ -181,10 +191,10 @@ pub(super) fn choose(g: &Graph, roots: &[Arc<Node>], holders: &Holders) -> Choic
     let donate = pairs
         .iter()
         .filter(|&&(k, _, i)| {
-            let data = &params_data[k];
-            let uses = params_data.iter().filter(|d| Arc::ptr_eq(d, data)).count();
-            // One reference from its node, one from `params_data`.
-            outside.as_ref().is_some_and(|o| !o[i]) && uses == 1 && Arc::strong_count(data) == 2
+            // One reference from its node, one from `params_data`: so no
+            // other node or handle holds the data, and no other parameter
+            // (its node and its entry would count two more).
+            outside.as_ref().is_some_and(|o| !o[i]) && Arc::strong_count(&params_data[k]) == 2
         })
         .map(|&(k, _, _)| k)
         .collect();

@@ -257,12 +257,19 @@ pub(crate) fn sync_read(tensors: &[Tensor]) -> Result<()> {
 fn sync_program_undoing(tensors: &[Tensor], undo_to_pending: bool) -> Result<Option<Synced>> {
     let _guard = sync::lock();
     verify()?;
-    // Take each distinct pending node once.
+    // Take each distinct pending node once, in the order of `tensors`.
+    // `root_at` finds a node's position among them without a scan: a step
+    // with thousands of pending tensors (a large model's parameters and
+    // moments) syncs in linear time.
     let mut roots: Vec<Arc<Node>> = Vec::new();
+    let mut root_at: rustc_hash::FxHashMap<*const Node, usize> = Default::default();
     for t in tensors {
         let n = t.node();
-        if !matches!(n.op, Op::Data { .. }) && !roots.iter().any(|r| Arc::ptr_eq(r, &n)) {
-            roots.push(n);
+        if !matches!(n.op, Op::Data { .. }) {
+            if let std::collections::hash_map::Entry::Vacant(e) = root_at.entry(Arc::as_ptr(&n)) {
+                e.insert(roots.len());
+                roots.push(n);
+            }
         }
     }
     if roots.is_empty() {
@@ -284,9 +291,11 @@ fn sync_program_undoing(tensors: &[Tensor], undo_to_pending: bool) -> Result<Opt
     drop(holders);
     let mut rebound = Vec::new();
     let mut pending = Vec::new();
+    // `synced.roots` are `roots`, in order (`run_roots`).
+    debug_assert_eq!(synced.roots.len(), root_at.len());
     for t in tensors {
         let current = t.node();
-        if let Some(i) = synced.roots.iter().position(|r| Arc::ptr_eq(r, &current)) {
+        if let Some(&i) = root_at.get(&Arc::as_ptr(&current)) {
             let data = synced.data_nodes[i].with_grad_history(&current);
             if let Some(before) = t.rebind_if_unchanged(&current, data) {
                 rebound.push((Arc::downgrade(&t.inner), before));

@@ -549,8 +549,11 @@ impl Backend for PjrtBackend {
         let count = args.params.iter().map(|(_, s)| 1 + s.len()).sum::<usize>() + args.vars.len();
         let mut refs: SmallVec<[&Buffer; 16]> = SmallVec::with_capacity(count);
         let mut donate: SmallVec<[usize; 4]> = SmallVec::new();
+        // `args.donate` is sorted (`ExecArgs::donate`): a search, not a
+        // scan, per parameter.
+        debug_assert!(args.donate.windows(2).all(|w| w[0] < w[1]));
         for (k, (b, sizes)) in args.params.iter().enumerate() {
-            if args.donate.contains(&k) {
+            if args.donate.binary_search(&k).is_ok() {
                 donate.push(refs.len());
             }
             refs.push(self.buffer(b, "execute")?);
