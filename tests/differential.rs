@@ -1100,3 +1100,27 @@ fn loops_with_drawn_bodies() {
     assert_eq!(ir.matches("= fori_loop").count(), 4, "{ir}");
     check_fixed(spec);
 }
+
+/// Found by the forward fuzzer (`scripts/fuzz.sh`): a zone lowered as a
+/// mask over a 1-D value (`masked_select` whose flattening changes
+/// nothing) shared the value's SSA name, so the zone's masked extents became the value's own,
+/// and a `max` of the whole value skipped every unselected position
+/// (XLA gave -inf where the zone selected nothing).
+#[test]
+fn a_masked_zone_of_a_1d_value_leaves_the_value_unmasked() {
+    check_fixed(Spec {
+        rows: 4,
+        cols: 3,
+        a: vec![0; 12],
+        b: vec![0; 12],
+        dynamic_input: None,
+        steps: vec![
+            Step::SumDim(0, 0),
+            Step::Loss(32, 0, 0),
+            Step::Zone(3, 0, 4, 0),
+            Step::MaxDim(53, 0),
+            Step::Unary(0, 0),
+            Step::Unary(0, 0),
+        ],
+    });
+}

@@ -258,7 +258,12 @@ impl Ctx<'_> {
         let n = ms.ty.numel();
         let mf = self.b.reshape(&ms, Ty::fixed(Elt::I1, &[n]));
         self.define_mask(v, mf);
-        self.b.reshape(&xs, ty.clone())
+        // Always a value of its own, even where flattening changes
+        // nothing (a 1-D `x`): what the lowering records of a value's
+        // padding is keyed by its SSA name, and the zone's masked extents
+        // must not become `x`'s (a `max` of `x` would then skip every
+        // unselected position). XLA drops the reshape.
+        self.b.op("reshape", &[&xs], "", ty.clone())
     }
 
     /// `masked_scatter(base, mask, src)` where `src` is a masked zone of
