@@ -20,6 +20,9 @@
 //! `cargo bench --bench data_parallel` (`DP_ROUNDS=n` rounds, 15 when
 //! unset; `DP_DEVICES=1,4` measures those device counts only).
 
+#[path = "workloads/uniform.rs"]
+mod uniform;
+
 use lazyxla::nn::{self, Linear, Module};
 use lazyxla::optim::Sgd;
 use lazyxla::parallel::DataParallel;
@@ -85,13 +88,7 @@ fn batch(size: Size) -> (Tensor, Tensor) {
     let Size {
         batch, input, out, ..
     } = size;
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % 2000) as f32 / 1000.0 - 1.0
-    };
+    let mut next = uniform::uniform();
     let x: Vec<f32> = (0..batch * input).map(|_| next()).collect();
     let y: Vec<f32> = (0..batch * out).map(|_| next()).collect();
     (

@@ -22,6 +22,8 @@
 
 #[path = "workloads/cpu.rs"]
 mod cpu;
+#[path = "workloads/uniform.rs"]
+mod uniform;
 
 use lazyxla::nn::{self, Linear, Module};
 use lazyxla::optim::{Adam, Optimizer};
@@ -70,13 +72,7 @@ impl Module for Mlp {
 }
 
 fn host_batch() -> (Tensor, Tensor) {
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % 2000) as f32 / 1000.0 - 1.0
-    };
+    let mut next = uniform::uniform();
     let (i, o) = (WIDTHS[0], WIDTHS[WIDTHS.len() - 1]);
     let x: Vec<f32> = (0..BATCH * i).map(|_| next()).collect();
     let y: Vec<f32> = (0..BATCH * o).map(|_| next()).collect();

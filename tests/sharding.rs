@@ -24,6 +24,14 @@ fn mesh_1d() -> Mesh {
     Mesh::new(&lazyxla::devices(), &[4], &["data"]).unwrap()
 }
 
+/// `n` on XLA; 0 on the reference backend, which donates nothing.
+fn donated_on(mesh: &Mesh, n: u64) -> u64 {
+    match mesh.device().name().starts_with("pjrt") {
+        true => n,
+        false => 0,
+    }
+}
+
 fn mesh_2d() -> Mesh {
     Mesh::new(&lazyxla::devices(), &[2, 2], &["data", "model"]).unwrap()
 }
@@ -104,11 +112,7 @@ backend_test! {
         // Each step writes its update into the pieces of the old value,
         // which nothing else holds (XLA only: the reference backend
         // donates nothing).
-        let donated = match mesh.device().name().starts_with("pjrt") {
-            true => 3,
-            false => 0,
-        };
-        assert_eq!(metrics::counter("DonatedBuffer"), donated);
+        assert_eq!(metrics::counter("DonatedBuffer"), donated_on(&mesh, 3));
         assert_close(&w.to_vec::<f32>().unwrap(), &want, 1e-5);
     }
 }
@@ -170,11 +174,7 @@ backend_test! {
         assert_eq!(metrics::counter("UncachedCompile"), 1);
         // The three replays (the recording holds the first step's graph,
         // so its sync donates nothing).
-        let donated = match mesh.device().name().starts_with("pjrt") {
-            true => 3,
-            false => 0,
-        };
-        assert_eq!(metrics::counter("DonatedBuffer"), donated);
+        assert_eq!(metrics::counter("DonatedBuffer"), donated_on(&mesh, 3));
         assert_close(&w.to_vec::<f32>().unwrap(), &want, 1e-5);
     }
 }

@@ -21,10 +21,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
+from jax_models import adam  # noqa: E402  (PyTorch's Adam, lr 1e-3)
+
 STEPS = 5
 BATCH = 512
 WIDTHS = [512, 2048, 2048, 512]
-LR, B1, B2, EPS = 1e-3, 0.9, 0.999, 1e-8
 
 
 def init():
@@ -48,12 +49,7 @@ def loss_fn(params, x, y):
 
 def step(params, m, v, t, x, y):
     loss, g = jax.value_and_grad(loss_fn)(params, x, y)
-    t = t + 1
-    m = jax.tree.map(lambda m, g: B1 * m + (1 - B1) * g, m, g)
-    v = jax.tree.map(lambda v, g: B2 * v + (1 - B2) * g * g, v, g)
-    bc1, bc2 = 1 - B1 ** t, 1 - B2 ** t
-    params = jax.tree.map(
-        lambda p, m, v: p - LR * (m / bc1) / (jnp.sqrt(v / bc2) + EPS), params, m, v)
+    params, m, v, t = adam(params, g, m, v, t)
     return params, m, v, t, loss
 
 
