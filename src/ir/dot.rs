@@ -28,6 +28,20 @@ pub struct Dot {
     pub lhs_contract: Vec<usize>,
     /// The rhs dims summed over, paired with `lhs_contract`.
     pub rhs_contract: Vec<usize>,
+    /// The operand whose padding the product leaves as it is, its result
+    /// checked instead (`ir::passes::checked_dot`); `None` until that
+    /// lowering pass decides, and always on the reference backend, which
+    /// holds no padding.
+    pub raw: Option<Side>,
+}
+
+/// An operand of a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The left operand.
+    Lhs,
+    /// The right operand.
+    Rhs,
 }
 
 /// The dims of an operand of rank `rank` that are neither batch nor
@@ -53,6 +67,7 @@ impl Dot {
             batch: rank - 2,
             lhs_contract: vec![rank - 1],
             rhs_contract: vec![rank - 2],
+            raw: None,
         }
     }
 
@@ -68,8 +83,13 @@ impl Dot {
 
     /// The printer's description.
     pub(crate) fn describe(&self) -> String {
+        let raw = match self.raw {
+            None => "",
+            Some(Side::Lhs) => " raw=lhs",
+            Some(Side::Rhs) => " raw=rhs",
+        };
         format!(
-            "batch={} contract={:?}x{:?}",
+            "batch={} contract={:?}x{:?}{raw}",
             self.batch, self.lhs_contract, self.rhs_contract
         )
     }
@@ -148,6 +168,7 @@ impl Dot {
             batch: nb,
             lhs_contract: g_rf,
             rhs_contract: rf.clone(),
+            raw: None,
         };
         let mut src: Vec<usize> = (0..nb).chain(lf.iter().copied()).collect();
         let mut rc = self.rhs_contract.clone();
@@ -162,6 +183,7 @@ impl Dot {
             batch: nb,
             lhs_contract: lf,
             rhs_contract: g_lf,
+            raw: None,
         };
         let mut src: Vec<usize> = (0..nb).collect();
         let mut lc = self.lhs_contract.clone();

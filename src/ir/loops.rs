@@ -613,6 +613,7 @@ pub(crate) fn trace(
             param_buffers: Vec::new(),
             output_buffers: Vec::new(),
             param_shardings: Vec::new(),
+            masked_zones: Vec::new(),
         });
     }
     Ok(Traced {

@@ -14,8 +14,9 @@
 //! its bound, see `runtime::buckets`); inline scalars print as `value:dtype` where used; dynamic
 //! dims print as `s<k><=<bound>` with variables numbered by first
 //! appearance. A comment marks where a dynamic zone starts (an op
-//! introduces a size variable) and ends (dynamic operands, static result).
-//! The format is stable: snapshot tests depend on it.
+//! introduces a size variable) and ends (dynamic operands, static result);
+//! after the lowering passes, a zone the XLA lowering keeps masked says so
+//! (`s0 in [0, 5], masked`). The format is stable: snapshot tests depend on it.
 
 use super::loops::{Loop, LoopKind, Trip};
 use super::op::{Lit, Op};
@@ -248,7 +249,14 @@ impl Printer {
                     .collect();
                 let desc: Vec<String> = vars
                     .iter()
-                    .map(|v| format!("{} in [{}, {}]", self.names.var(v), v.0.lo, v.0.hi))
+                    .map(|v| {
+                        let masked = if p.masked_zones.binary_search(&v.0.id).is_ok() {
+                            ", masked"
+                        } else {
+                            ""
+                        };
+                        format!("{} in [{}, {}]{masked}", self.names.var(v), v.0.lo, v.0.hi)
+                    })
                     .collect();
                 let _ = write!(line, "    # zone start: {}", desc.join(", "));
             } else if dynamic_in && static_out {

@@ -81,6 +81,10 @@ pub(crate) struct Program {
     /// parameter of an SPMD program is whole on every device. Part of
     /// the key.
     pub param_shardings: Vec<(usize, std::sync::Arc<super::sharding::Sharding>)>,
+    /// The variables (by id, sorted) whose zones the XLA lowering keeps in
+    /// their source's layout, masked rather than packed: empty until the
+    /// lowering pass `ir::passes::zone_masks` decides.
+    pub masked_zones: Vec<u64>,
 }
 
 /// The internal precision of `f32` matrix products, PyTorch's

@@ -115,6 +115,7 @@ impl Traced<'_> {
             param_buffers: self.param_buffers.clone(),
             output_buffers: self.output_buffers.clone(),
             param_shardings: self.param_shardings.clone(),
+            masked_zones: Vec::new(),
         }
     }
 
@@ -209,6 +210,8 @@ impl Traced<'_> {
         self.param_buffers.hash(&mut w);
         self.output_buffers.hash(&mut w);
         self.param_shardings.hash(&mut w);
+        // `Program::masked_zones`: none before the lowering passes.
+        (&[] as &[u64]).hash(&mut w);
         LAST_KEY_LEN.set(w.bytes.len());
         self.key = w.bytes;
     }

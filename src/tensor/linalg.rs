@@ -86,6 +86,7 @@ impl Tensor {
                 batch: 0,
                 lhs_contract: vec![na - 1],
                 rhs_contract: vec![0],
+                raw: None,
             };
             dot(&a2, &b2, d)
         } else if na == 2 {
@@ -95,6 +96,7 @@ impl Tensor {
                 batch: 0,
                 lhs_contract: vec![1],
                 rhs_contract: vec![nb - 2],
+                raw: None,
             };
             let perm: Vec<usize> = (1..nb - 1).chain([0, nb - 1]).collect();
             dot(&a2, &b2, d).permute(&perm)

@@ -1,12 +1,17 @@
-//! Which operand of a product keeps its padding, the result checked: the
-//! rule of `backend::pjrt::lower::guarded`, over shapes, so that a pass
-//! ([`super::shared_fill`]) and the emitter decide alike.
+//! The pass deciding which operand of a product keeps its padding, the
+//! result checked instead (`Dot::raw`).
 //!
 //! A float product that contracts padding, whose result has none and is
 //! no larger than its larger operand of at least [`MIN_RAW`] elements,
-//! zeroes the smaller operand only and checks the result (see
-//! `lower/guarded.rs` for why the check makes it exact).
+//! zeroes the smaller operand only and checks the result
+//! (`backend::pjrt::lower::guarded` says why the check makes it exact
+//! and writes it). The larger operand is left raw unless its padding is
+//! zero already (an `Op::ZeroPadding` along the contracted dims), where
+//! the plain product costs nothing more. [`super::shared_fill`] reads the
+//! same rule ([`program_raw_side`]) so as not to zero what this pass
+//! leaves raw.
 
+pub(crate) use crate::ir::dot::Side;
 use crate::ir::program::Program;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
@@ -16,32 +21,27 @@ use crate::symint::SizeExpr;
 /// finiteness test, the conditional, the mask handed to its slow path).
 /// Not tuned: the detector's features (65,536 elements) gain, and the
 /// small products of the tests keep their plain form.
-pub(crate) const MIN_RAW: i64 = 4096;
-
-/// An operand of a product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    Lhs,
-    Rhs,
-}
+const MIN_RAW: i64 = 4096;
 
 /// What [`raw_side`] reads of a product.
-pub(crate) struct Shapes {
+struct Shapes {
     /// The product is of floats.
-    pub float: bool,
+    float: bool,
     /// Some contracted dim has padding.
-    pub contract_padded: bool,
+    contract_padded: bool,
     /// Some result dim has padding.
-    pub out_padded: bool,
-    /// Elements of the lhs, the rhs and the result at their bounds.
-    pub lhs: i64,
-    pub rhs: i64,
-    pub out: i64,
+    out_padded: bool,
+    /// Elements of the lhs at its bounds.
+    lhs: i64,
+    /// Elements of the rhs at its bounds.
+    rhs: i64,
+    /// Elements of the result at its bounds.
+    out: i64,
 }
 
 /// The operand whose padding a product leaves as it is (the larger one),
 /// when the rule of the module docs applies.
-pub(crate) fn raw_side(s: &Shapes) -> Option<Side> {
+fn raw_side(s: &Shapes) -> Option<Side> {
     if !s.float || !s.contract_padded || s.out_padded {
         return None;
     }
@@ -79,4 +79,70 @@ pub(crate) fn program_raw_side(program: &Program, i: usize) -> Option<Side> {
         rhs: bound_numel(&b.shape),
         out: bound_numel(&n.shape),
     })
+}
+
+/// True when node `j` is a fill of its padding along every padded dim of
+/// `dims` (bool values are never filled).
+fn zero_along(program: &Program, j: usize, dims: &[usize]) -> bool {
+    let n = &program.nodes[j];
+    let Op::ZeroPadding { dims: zeroed } = &n.op else {
+        return false;
+    };
+    n.dtype != crate::dtype::DType::Bool
+        && dims
+            .iter()
+            .all(|d| n.shape[*d].as_const().is_some() || zeroed.contains(d))
+}
+
+/// The pass: each product's `raw` operand, where the rule applies and
+/// that operand's padding is not zero already.
+pub(crate) fn run(program: &Program, _pinned: &mut [usize]) -> Option<Program> {
+    let mut out: Option<Program> = None;
+    for (i, n) in program.nodes.iter().enumerate() {
+        let Op::Dot(dot) = &n.op else { continue };
+        let Some(side) = program_raw_side(program, i) else {
+            continue;
+        };
+        let (j, dims) = match side {
+            Side::Lhs => (n.inputs[0], &dot.lhs_contract),
+            Side::Rhs => (n.inputs[1], &dot.rhs_contract),
+        };
+        if zero_along(program, j, dims) || dot.raw == Some(side) {
+            continue;
+        }
+        let p = out.get_or_insert_with(|| program.clone());
+        p.nodes[i].op = Op::Dot(crate::ir::Dot {
+            raw: Some(side),
+            ..dot.clone()
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{before_after, program_of};
+    use crate::{Device, Tensor};
+
+    /// A product contracting the rows of a zone: with a large operand
+    /// (8192 x 8 at the bound) that operand stays raw and the result is
+    /// checked; with two small operands both are zeroed (no `raw`).
+    #[test]
+    fn a_large_operand_keeps_its_padding_and_a_small_one_does_not() {
+        Device::reference().scoped(|| {
+            let x = Tensor::from_vec(vec![1.0f32; 8192], &[8192]).unwrap();
+            let rows = x.nonzero().to_dtype(crate::DType::F32); // [s, 1]
+            let w = Tensor::from_vec(vec![0.5f32; 8], &[1, 8]).unwrap();
+            let feats = rows.matmul(&w); // [s, 8]
+            let large = feats.transpose(0, 1).matmul(&rows); // [8, 1]
+            let y = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]).unwrap();
+            let r = y.nonzero().to_dtype(crate::DType::F32); // [t, 1]
+            let small = r.transpose(0, 1).matmul(&r); // [1, 1]
+            let p = program_of(&[&large, &small]);
+            let text = before_after(&p, &|p| super::run(p, &mut Vec::new()));
+            assert_eq!(text.matches("raw=lhs").count(), 1, "{text}");
+            assert!(!text.contains("raw=rhs"), "{text}");
+            insta::assert_snapshot!("checked_dot_large_operand", text);
+        });
+    }
 }

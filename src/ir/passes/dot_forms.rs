@@ -78,6 +78,7 @@ fn swapped_dots(program: &Program, pinned: &[usize]) -> Vec<Option<Swapped>> {
                 form: Dot {
                     batch: 0,
                     lhs_contract: dot.rhs_contract.clone(),
+                    raw: None,
                     rhs_contract: dot.lhs_contract.clone(),
                 },
             })
@@ -115,6 +116,7 @@ fn folded_rhs_transpose(program: &Program, i: usize) -> Option<(usize, Dot)> {
         batch: dot.batch,
         lhs_contract: dot.lhs_contract.clone(),
         rhs_contract: dot.rhs_contract.iter().map(|&d| perm[d]).collect(),
+        raw: None,
     };
     Some((t, folded))
 }
@@ -210,6 +212,7 @@ fn turn_around(r: &mut Rewrite, program: &Program, i: usize, dot: &Dot) -> usize
     let form = Dot {
         batch: 0,
         lhs_contract: dot.rhs_contract.iter().map(|&d| 1 - d).collect(),
+        raw: None,
         rhs_contract: dot.lhs_contract.clone(),
     };
     let fa = dot.lhs_free(program.nodes[a].shape.len()).len();

@@ -20,14 +20,20 @@
 //!    kernels run fastest (a transposed product swapped, a transposed
 //!    operand folded into the dimension numbers, a few rows times a
 //!    transposed matrix turned around).
+//! 3. [`checked_dot`]: a product that contracts padding and has a large
+//!    operand leaves that operand's padding as it is and checks its
+//!    result (`Dot::raw`).
+//! 4. [`zone_masks`]: the zones whose packed order nothing observes keep
+//!    their source's layout (`Program::masked_zones`).
 //!
-//! Decisions still taken while emitting: zone masks (`lower/masked.rs`),
-//! fills of single consumers (`lower/padding.rs`), checked products
-//! (`lower/guarded.rs`), packing (`lower/dynamic.rs`).
+//! Decisions still taken while emitting: fills of a single consumer
+//! (`lower/padding.rs`, from what the lowering knows of each value's
+//! padding) and packing (`lower/dynamic.rs`).
 
 pub(crate) mod checked_dot;
 pub(crate) mod dot_forms;
 pub(crate) mod shared_fill;
+pub(crate) mod zone_masks;
 
 use super::loops::Loop;
 use super::program::{PNode, Program, VarSource};
@@ -55,6 +61,14 @@ pub(crate) const LOWERING: &[Pass] = &[
     Pass {
         name: "dot_forms",
         run: dot_forms::run,
+    },
+    Pass {
+        name: "checked_dot",
+        run: checked_dot::run,
+    },
+    Pass {
+        name: "zone_masks",
+        run: zone_masks::run,
     },
 ];
 
@@ -215,6 +229,7 @@ impl<'p> Rewrite<'p> {
             param_buffers: old.param_buffers.clone(),
             output_buffers: old.output_buffers.clone(),
             param_shardings: old.param_shardings.clone(),
+            masked_zones: old.masked_zones.clone(),
         }
     }
 }

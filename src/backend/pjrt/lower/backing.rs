@@ -35,8 +35,8 @@
 //! bound along every dim.
 
 use super::emit::{Ty, V};
-use super::guarded::Side;
 use super::Ctx;
+use crate::ir::dot::Side;
 use crate::ir::Dot;
 
 /// The operands of a product read through their backings

@@ -10,8 +10,8 @@
 //! large input (the detector's box head: `[4096, 16]` features of which
 //! the positives are the zone) that copy costs more than the product.
 //!
-//! So where the rule applies (`ir::passes::checked_dot::raw_side`, which
-//! the shared fill pass reads too) the lowering zeroes the
+//! So where the rule applies (`Dot::raw`, which the pass
+//! `ir::passes::checked_dot` sets) the lowering zeroes the
 //! padding of the smaller operand only, contracts it with the larger one
 //! as it is, and checks that *fast* result. Every padding term of the
 //! fast result is `0 * p`, with `p` an element of the raw operand's
@@ -27,39 +27,14 @@
 //! The rule applies to float products whose result has no padding (the
 //! check would read the result's unspecified padding), which is no larger
 //! than the raw operand (checking it costs less than the fill it saves),
-//! and whose raw operand has at least `checked_dot::MIN_RAW` elements.
+//! and whose raw operand is large (`ir::passes::checked_dot`).
 
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
-pub(super) use crate::ir::passes::checked_dot::Side;
-use crate::ir::passes::checked_dot::{raw_side, Shapes};
+use crate::ir::dot::Side;
 use crate::ir::Dot;
 
 impl Ctx<'_> {
-    /// [`raw_side`] for the product of `a` and `b` by `dot` into `ty`, as
-    /// lowered: none when the larger operand's padding is zero already.
-    pub(super) fn raw_side_of(&self, a: &V, b: &V, dot: &Dot, ty: &Ty) -> Option<Side> {
-        let free_padded = |x: &V, contract: &[usize]| {
-            (0..x.ty.rank()).any(|d| !contract.contains(&d) && self.is_padded(x, d))
-        };
-        let side = raw_side(&Shapes {
-            float: ty.elt.is_float(),
-            contract_padded: dot.lhs_contract.iter().any(|&d| self.is_padded(a, d))
-                || dot.rhs_contract.iter().any(|&d| self.is_padded(b, d)),
-            out_padded: ty.is_dynamic()
-                || free_padded(a, &dot.lhs_contract)
-                || free_padded(b, &dot.rhs_contract),
-            lhs: a.ty.numel(),
-            rhs: b.ty.numel(),
-            out: ty.numel(),
-        })?;
-        let (raw, dims) = match side {
-            Side::Lhs => (a, &dot.lhs_contract),
-            Side::Rhs => (b, &dot.rhs_contract),
-        };
-        (!self.zero_known(raw, dims)).then_some(side)
-    }
-
     /// The product `dot_general(az, bz)` (attributes `attrs`) where the
     /// `raw` operand's static view still holds its padding, checked as the
     /// module docs say: when the fast result is not all finite, the

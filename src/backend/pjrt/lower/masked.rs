@@ -1,42 +1,20 @@
-//! Zones lowered as masks: a dynamic dim whose packed order nothing
-//! observes keeps its source's layout.
-//!
-//! `nonzero(x)` and `masked_select(v, x)` give a dim of size `s`, the
-//! number of true elements of `x`, whose real elements lie packed at its
-//! front in order: a prefix sum and a scatter (`dynamic.rs`). When no use
-//! of `s` depends on where its elements lie, the zone is lowered
-//! *masked* instead: the dim keeps the layout of `x` flattened (the same
-//! bound `N`, the same static buffer), its real elements at the positions
-//! where `x` is true and its padding where `x` is false. `nonzero(x)` is
-//! then the coordinates of every position, `masked_select(v, x)` is `v`
-//! flattened, an index by those coordinates is the identity, and `s` is
-//! the mask's count: no prefix sum, no scatter, forward or backward.
-//!
-//! The uses that keep a zone masked (`uses_ok`): elementwise ops,
-//! broadcasts into it, transposes, reshapes that keep the dim's layout,
-//! reductions and contractions over it (their padding fill reads the
-//! mask, as it reads a prefix's size), `index_select` and `index_add`
-//! indexed by it, `masked_scatter` back through the same mask, size
-//! expressions of it. Anything that observes a position packs it: being a
-//! program result (a read), an index into it, a slice, concat, reverse,
-//! sort, scan, window or `argmax` along it, a loop carrying or capturing
-//! it, a nested `nonzero`, an `iota` of its size, a guard that renames
-//! it, or a dim that is an expression of it (`s + 1`) rather than `s`
-//! itself.
+//! Zones lowered as masks, as the pass `ir::passes::zone_masks` decides
+//! (`Program::masked_zones`; its docs list the uses that keep a zone
+//! masked): the dim keeps the layout of the source `x` flattened (the
+//! same bound `N`, the same static buffer), its real elements at the
+//! positions where `x` is true and its padding where `x` is false.
+//! `nonzero(x)` is then the coordinates of every position,
+//! `masked_select(v, x)` is `v` flattened, an index by those coordinates
+//! is the identity, and `s` is the mask's count.
 //!
 //! Invariant: a dim of a node is masked exactly when its size is a masked
 //! variable; its lowered type is static at the bound, and its real
-//! elements are where the variable's mask holds. The choice depends on the
-//! program alone, so the compile cache, keyed by the program, keys it too.
-//! `LAZYXLA_PJRT_ZONES=packed` packs every zone (read once per process,
-//! for measurements, like `LAZYXLA_PJRT_PACK`).
+//! elements are where the variable's mask holds.
 
 use super::emit::{Elt, Ty, V};
-use super::{same_padded_layout, Ctx};
-use crate::ir::program::Program;
-use crate::ir::{Family, Op};
-use crate::symint::SizeExpr;
-use std::collections::{HashMap, HashSet};
+use super::Ctx;
+use crate::ir::passes::zone_masks::var_id;
+use crate::ir::Op;
 
 /// A masked variable once its defining node is lowered: the mask of its
 /// real positions (static i1 `[N]`) and, once asked, its count.
@@ -45,153 +23,15 @@ pub(super) struct MaskVar {
     count: Option<V>,
 }
 
-/// Whether this process packs every zone (see the module docs).
-fn packed_only() -> bool {
-    static PACKED: std::sync::LazyLock<bool> =
-        std::sync::LazyLock::new(|| std::env::var("LAZYXLA_PJRT_ZONES").as_deref() == Ok("packed"));
-    *PACKED
-}
-
-/// The variable id of `e` when it is exactly one variable.
-fn var_id(e: &SizeExpr) -> Option<u64> {
-    e.as_var().map(|v| v.0.id)
-}
-
-/// The dims of `shape` whose size is exactly variable `v`.
-fn dims_of(shape: &[SizeExpr], v: u64) -> Vec<usize> {
-    (0..shape.len())
-        .filter(|&d| var_id(&shape[d]) == Some(v))
-        .collect()
-}
-
-/// The variables whose zones this program lowers masked, each with its
-/// first defining node (`nonzero` or `masked_select`).
-pub(super) fn masked_vars(program: &Program) -> HashMap<u64, usize> {
-    let mut cand: HashMap<u64, usize> = HashMap::new();
-    if packed_only() {
-        return cand;
-    }
-    for (i, n) in program.nodes.iter().enumerate() {
-        if matches!(n.op, Op::Nonzero | Op::MaskedSelect) {
-            if let Some(v) = n.shape.first().and_then(var_id) {
-                cand.entry(v).or_insert(i);
-            }
-        }
-    }
-    if cand.is_empty() {
-        return cand;
-    }
-    let mut bad: HashSet<u64> = HashSet::new();
-    for &o in &program.outputs {
-        for e in program.nodes[o].shape.iter() {
-            bad.extend(e.vars().iter().map(|v| v.0.id));
-        }
-    }
-    for (i, n) in program.nodes.iter().enumerate() {
-        let mut shapes: Vec<&[SizeExpr]> = vec![&n.shape];
-        shapes.extend(n.inputs.iter().map(|&j| &program.nodes[j].shape[..]));
-        let mut mentioned: Vec<u64> = Vec::new();
-        for s in &shapes {
-            for e in s.iter() {
-                for v in e.vars() {
-                    let id = v.0.id;
-                    if !cand.contains_key(&id) {
-                        continue;
-                    }
-                    if var_id(e) != Some(id) {
-                        // An expression of the variable, not the variable.
-                        bad.insert(id);
-                    }
-                    if !mentioned.contains(&id) {
-                        mentioned.push(id);
-                    }
-                }
-            }
-        }
-        for v in mentioned {
-            if !uses_ok(program, i, v, &cand) {
-                bad.insert(v);
-            }
-        }
-    }
-    cand.retain(|v, _| !bad.contains(v));
-    cand
-}
-
-/// Whether node `i` uses the candidate variable `v` (in its shape or its
-/// operands') without observing where the real elements lie. `false` is
-/// always correct (the zone is packed), so an op of a family answers
-/// `false` unless it is named here.
-fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> bool {
-    let n = &program.nodes[i];
-    let input = |k: usize| &program.nodes[n.inputs[k]].shape[..];
-    match n.op.family() {
-        // Position by position.
-        Family::Elementwise => true,
-        // Reductions and products over the zone read its mask as their
-        // padding fill; an index along it observes positions.
-        Family::Reduction => match &n.op {
-            Op::Reduce { .. } => true,
-            Op::ArgReduce { dim, .. } => !dims_of(input(0), v).contains(dim),
-            _ => false,
-        },
-        Family::Contraction => matches!(n.op, Op::Dot(_)),
-        // A size of the zone, not an iota over it.
-        Family::Source { .. } => matches!(n.op, Op::SizeOf(_)),
-        Family::Layout { .. } => match &n.op {
-            Op::Transpose { .. } | Op::Sharding(_) | Op::ZeroPadding { .. } => true,
-            Op::Broadcast { dims, .. } => dims_of(input(0), v)
-                .iter()
-                .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),
-            Op::Reshape { shape } => {
-                let from = input(0);
-                let x = &program.nodes[n.inputs[0]];
-                same_padded_layout(
-                    from,
-                    &super::node_ty(x.dtype, from),
-                    shape,
-                    &super::node_ty(n.dtype, shape),
-                )
-            }
-            Op::Guard { shape, .. } => dims_of(input(0), v) == dims_of(shape, v),
-            // Slice, concat, reverse and padding observe positions.
-            _ => false,
-        },
-        Family::Indexing => match &n.op {
-            Op::IndexSelect { dim } => !dims_of(input(0), v).contains(dim),
-            Op::IndexAdd { .. } => dims_of(input(0), v).is_empty(),
-            Op::MaskedScatter => {
-                // Back through the mask that made the source.
-                let src = dims_of(input(2), v) == [0];
-                let def = &program.nodes[cand[&v]];
-                src && matches!(def.op, Op::MaskedSelect)
-                    && def.inputs[1] == n.inputs[1]
-                    && dims_of(input(0), v).is_empty()
-                    && dims_of(input(1), v).is_empty()
-            }
-            // Gather, scatter and sort observe positions.
-            _ => false,
-        },
-        // A nested `nonzero` of an unmasked operand starts a zone of its
-        // own; one of the zone (or `unique`) packs it.
-        Family::Dynamic => {
-            matches!(n.op, Op::Nonzero | Op::MaskedSelect)
-                && n.inputs.iter().all(|&j| {
-                    program.nodes[j]
-                        .shape
-                        .iter()
-                        .all(|e| !e.vars().iter().any(|w| w.0.id == v))
-                })
-        }
-        Family::Window | Family::Collective | Family::Loop { .. } => false,
-    }
-}
-
 impl Ctx<'_> {
     /// The masked variable that is dim `d` of node `i`'s shape, if any.
     pub(super) fn masked_dim(&self, i: usize, d: usize) -> Option<u64> {
         let v = var_id(&self.program.nodes[i].shape[d])?;
-        self.masked.contains_key(&v).then_some(v)
+        self.program
+            .masked_zones
+            .binary_search(&v)
+            .is_ok()
+            .then_some(v)
     }
 
     /// The mask (static i1 `[N]`) of the masked variable `v`, whose

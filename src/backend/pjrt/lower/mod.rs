@@ -59,9 +59,9 @@
 //! fills read that mask as they read a dynamic dim's size.
 //!
 //! The lowering runs the passes of `ir::passes::LOWERING` first (shared
-//! fills, the forms of products: decisions made as IR rewrites, which
-//! `debug::lowered_ir_text` prints), then is ONE exhaustive `match` over
-//! [`Op`] ([`Ctx::node`]).
+//! fills, the forms of products, checked products, masked zones:
+//! decisions made as IR rewrites, which `debug::lowered_ir_text` prints),
+//! then is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
 mod backing;
 mod collective;
@@ -84,6 +84,7 @@ mod window;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ir::passes::zone_masks::same_padded_layout;
 use crate::ir::program::{Program, VarSource};
 use crate::ir::CmpOp;
 use crate::ir::Op;
@@ -131,9 +132,6 @@ pub(super) struct Ctx<'p> {
     /// The static buffer at whose front each value's elements sit, by
     /// SSA name, where known (`backing`).
     backing: HashMap<std::rc::Rc<str>, V>,
-    /// The variables whose zones are lowered as masks, with their first
-    /// defining node (`masked`).
-    masked: HashMap<u64, usize>,
     /// Their masks and counts, once defined.
     masks: HashMap<u64, masked::MaskVar>,
     /// The precision of `f32` products: the program's, also in its loops'
@@ -390,7 +388,6 @@ impl<'p> Ctx<'p> {
             checks: Vec::new(),
             pads: HashMap::new(),
             backing: HashMap::new(),
-            masked: masked::masked_vars(program),
             masks: HashMap::new(),
             matmul_precision: program.matmul_precision,
         }
@@ -523,7 +520,13 @@ impl Ctx<'_> {
             }
             Op::Reshape { shape } => {
                 let from = &self.program.nodes[node.inputs[0]].shape;
-                if same_padded_layout(from, &ins[0].ty, shape, &ty) {
+                let (xt, tt) = (&ins[0].ty, &ty);
+                if same_padded_layout(
+                    from,
+                    (&xt.dims, &xt.dynamic),
+                    shape,
+                    (&tt.dims, &tt.dynamic),
+                ) {
                     // The padding stays in its dims: a reshape of the
                     // padded buffer.
                     let xs = self.padded(&ins[0], None);
@@ -743,23 +746,4 @@ fn empty_value(op: &Op, ty: &Ty) -> bool {
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
         )
-}
-
-/// True when reshaping the padded buffer of `x` (shape `from`, type
-/// `xt`) by bounds gives the padded buffer of the result (shape `to`,
-/// type `tt`): every dynamic dim of one meets a dynamic dim of the other
-/// with the same size expression and the same bound, after equally many
-/// elements of bounds, and sizes-1 dims and splits or merges of static
-/// dims account for the rest (`[16, s, 64] -> [16, s, 4, 16]`,
-/// `[16, s] -> [16, s, 1]`).
-pub(super) fn same_padded_layout(from: &[SizeExpr], xt: &Ty, to: &[SizeExpr], tt: &Ty) -> bool {
-    let dyn_dims = |t: &Ty| (0..t.rank()).filter(|&d| t.dynamic[d]).collect::<Vec<_>>();
-    let (da, db) = (dyn_dims(xt), dyn_dims(tt));
-    if da.is_empty() || da.len() != db.len() || xt.numel() != tt.numel() {
-        return false;
-    }
-    let before = |t: &Ty, d: usize| t.dims[..d].iter().product::<i64>();
-    da.iter().zip(&db).all(|(&i, &j)| {
-        from[i] == to[j] && xt.dims[i] == tt.dims[j] && before(xt, i) == before(tt, j)
-    })
 }

@@ -2,8 +2,8 @@
 //! the padding set to a value that cannot change the result.
 
 use super::emit::{list, Builder, Elt, Ty, V};
-use super::guarded::Side;
 use super::Ctx;
+use crate::ir::dot::Side;
 use crate::ir::program::MatmulPrecision;
 use crate::ir::CmpOp;
 use crate::ir::{ArgKind, Dot, ReduceKind};
@@ -121,15 +121,15 @@ impl Ctx<'_> {
     /// operands and the result). The padding of every dynamic contracted
     /// dim is zeroed in both operands: zero in one alone would not do, as
     /// the other's unspecified padding may hold infinities or NaNs, and
-    /// `0 * inf` is NaN; or, where `guarded` applies, in the smaller
-    /// operand alone, the result checked. Padding along free and batch
+    /// `0 * inf` is NaN; or, where the product has a `raw` operand
+    /// (`guarded`), in the smaller operand alone, the result checked. Padding along free and batch
     /// dims only reaches the result's padding, so it is left as it is.
     /// `precision` is the `precision_config` level of both operands
     /// ([`Ctx::product_precision`]), none for XLA's default.
     pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty, precision: Option<&str>) -> V {
         let sa = self.sizes_of(a);
         let sb = self.sizes_of(b);
-        let raw = self.raw_side_of(a, b, dot, ty);
+        let raw = dot.raw;
         let az = if raw == Some(Side::Lhs) {
             self.padded(a, None)
         } else {
