@@ -1124,3 +1124,26 @@ fn a_masked_zone_of_a_1d_value_leaves_the_value_unmasked() {
         ],
     });
 }
+
+/// Found by the forward fuzzer: `topk` with k = 0 leaves no classes, and
+/// the generator's `nll_loss` over them drew targets out of range (the
+/// reference failed its gather, XLA clamped it). Over no classes the
+/// generator now draws a binary cross-entropy.
+#[test]
+fn a_loss_over_no_classes_is_a_valid_program() {
+    check_fixed(Spec {
+        rows: 2,
+        cols: 3,
+        a: vec![0; 6],
+        b: vec![0; 6],
+        dynamic_input: None,
+        steps: vec![
+            Step::Unary(0, 0),
+            Step::TopK(0, 0, 1),
+            Step::Unary(0, 0),
+            Step::Scan(63, 0, 0),
+            Step::Loss(47, 0, 0),
+            Step::Unary(0, 0),
+        ],
+    });
+}
