@@ -28,7 +28,10 @@
 //! `argmax` and the sorts (`sort`, `topk`, the permutations `scatter`
 //! uses) on float operands see a snapped copy, `floor(x * 4 + 0.37)`
 //! ([`snapped`]). Integer and bool operands are exact and used as they
-//! are. A mismatch is therefore a bug, never an ulp. `PROPTEST_CASES` sets
+//! are. Every `exp` drawn sees an argument of at most 5: `exp(a)`
+//! multiplies the relative error of `a` by `a`, and chained exps of
+//! larger arguments turned an ulp into a mismatch (`exp(50.8)` differed
+//! by 2.7e-5). A mismatch is therefore a bug, never an ulp. `PROPTEST_CASES` sets
 //! the number of cases (200 when unset); `scripts/fuzz.sh` runs 10,000.
 //!
 //! Without a PJRT plugin the test reports a skip (or fails under
@@ -289,7 +292,7 @@ fn zone(x: &Tensor, y: &Tensor, k: u8, t: i8) -> Vec<Tensor> {
             let loss = if k % 8 == 5 {
                 (&z * &z).sum()
             } else {
-                (&z * 0.5).exp().mean()
+                (&z.clamp_max(10.0) * 0.5).exp().mean()
             };
             loss.backward();
             (w.grad().expect("a gradient"), z.detach())
@@ -333,7 +336,7 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
                 2 => x.abs(),
                 3 => x.tanh(),
                 4 => x.sigmoid(),
-                _ => (&x * 0.25).exp(),
+                _ => (&x.clamp_max(20.0) * 0.25).exp(),
             }
         }
         Step::Scalar(k, a, v) => {
@@ -442,7 +445,7 @@ fn apply_one(pool: &[Tensor], s: &Step) -> Option<Tensor> {
         Step::Softmax(a) => {
             let x = float(&pick(a));
             if x.rank() == 0 {
-                x.exp()
+                x.clamp_max(5.0).exp()
             } else {
                 x.softmax(x.rank() - 1)
             }
