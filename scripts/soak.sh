@@ -12,8 +12,9 @@
 # holds its lock while it builds, not while tests run). Each run's output
 # goes to target/soak-logs/copy-C-run-R.log (or $CARGO_TARGET_DIR/...),
 # and one line per run to target/soak-logs/summary.log, so `cat` of that
-# shows how far a long run has got. A 2-core machine takes about 15
-# minutes a round with 2 copies. PJRT must load (LAZYXLA_REQUIRE_PJRT=1,
+# shows how far a long run has got. One run took 9.4 minutes alone on
+# the 2-core machine, so a round of 2 copies takes more than 15 (not yet
+# measured). PJRT must load (LAZYXLA_REQUIRE_PJRT=1,
 # as in CI): set LAZYXLA_PJRT_PATH as the README says.
 set -euo pipefail
 
