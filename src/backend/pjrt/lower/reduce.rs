@@ -122,8 +122,9 @@ impl Ctx<'_> {
     /// dim is zeroed in both operands: zero in one alone would not do, as
     /// the other's unspecified padding may hold infinities or NaNs, and
     /// `0 * inf` is NaN; or, where the product has a `raw` operand
-    /// (`guarded`), in the smaller operand alone, the result checked. Padding along free and batch
-    /// dims only reaches the result's padding, so it is left as it is.
+    /// (`guarded`), in the smaller operand alone, the result checked.
+    /// Padding along free and batch dims only reaches the result's
+    /// padding, so it is left as it is.
     /// `precision` is the `precision_config` level of both operands
     /// ([`Ctx::product_precision`]), none for XLA's default.
     pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty, precision: Option<&str>) -> V {
