@@ -1152,3 +1152,27 @@ fn a_loss_over_no_classes_is_a_valid_program() {
         ],
     });
 }
+
+/// Found by the forward fuzzer: an empty zone makes a mean 0/0 = NaN, so
+/// every row given to `nll_loss` is NaN, and every target is ignored
+/// (-100). PyTorch skips ignored rows (loss 0); `nll_loss` multiplied the
+/// NaN by its mask, which the reference kept as NaN and XLA rewrote as a
+/// select (0). It selects now.
+#[test]
+fn an_ignored_nan_row_adds_nothing_to_nll_loss() {
+    check_fixed(Spec {
+        rows: 1,
+        cols: 3,
+        a: vec![0, 0, 0],
+        b: vec![0, 0, -1],
+        dynamic_input: None,
+        steps: vec![
+            Step::Zone(0, 0, 4, 0),
+            Step::Unary(0, 0),
+            Step::Loss(26, 21, 1),
+            Step::Unary(0, 0),
+            Step::Unary(0, 0),
+            Step::Unary(0, 0),
+        ],
+    });
+}

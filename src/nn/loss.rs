@@ -148,8 +148,10 @@ pub fn nll_loss(log_probs: &Tensor, target: &Tensor, reduction: Reduction) -> Te
     let keep = t.ne_scalar(-100.0);
     let safe = keep.where_cond(&t, &t.zeros_like());
     let picked = log_probs.gather(1, &safe.unsqueeze(1)).squeeze(1).neg();
+    // A select, not a product with the mask: an ignored row's loss is 0 even
+    // where its log-probability is NaN or infinite, as PyTorch skips it.
+    let losses = keep.where_cond(&picked, &picked.zeros_like());
     let w = keep.to_dtype(log_probs.dtype());
-    let losses = &picked * &w;
     match reduction {
         Reduction::None => losses,
         Reduction::Sum => losses.sum(),

@@ -329,13 +329,15 @@ fn run_direction(
             }
             Some(len) => {
                 // Sequences already ended keep their state; their output is 0.
-                let m = len.gt(t).to_dtype(x.dtype()); // [B, 1]
+                // Selects, so a non-finite step past a sequence's end (its
+                // padding is never read by PyTorch) cannot leak into it.
+                let m = len.gt(t); // [B, 1]
                 let kept: Vec<Tensor> = new
                     .iter()
                     .zip(carry)
-                    .map(|(n, old)| old + &(&(n - old) * &m))
+                    .map(|(n, old)| m.where_cond(n, old))
                     .collect();
-                let y = &new[0] * &m;
+                let y = m.where_cond(&new[0], &new[0].zeros_like());
                 (kept, vec![y])
             }
         }
