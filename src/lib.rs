@@ -322,9 +322,9 @@ pub mod debug {
     }
 
     /// The program the PJRT backend lowers for `tensors`: the canonical
-    /// program of [`ir_text`] after the lowering passes (fills of padding
-    /// shared by several consumers as `zero_padding` nodes, products in
-    /// the forms XLA runs fastest), printed in the same format after a
+    /// program of [`ir_text`] after the lowering passes (the fills of
+    /// padding that ops read as `fill_padding` nodes, products in the
+    /// forms XLA runs fastest), printed in the same format after a
     /// line naming the passes. Runs nothing.
     ///
     /// ```

@@ -105,7 +105,7 @@ pub(super) fn input_grads(op: &Op, x: &[Tensor], out: &Tensor, g: &Tensor) -> Gr
         Op::ReplicaId => smallvec![],
         // A constraint places the value, a fill of padding changes no
         // value: the gradient is the incoming one.
-        Op::Sharding(_) | Op::ZeroPadding { .. } => smallvec![Some(g.clone())],
+        Op::Sharding(_) | Op::FillPadding { .. } => smallvec![Some(g.clone())],
         // A loop's results share one rule, which needs all their
         // gradients at once: backward gathers them at the loop node
         // (`super::loops::input_grads`) and never calls this for either.

@@ -22,5 +22,6 @@ pub use conv::Conv;
 pub use dot::Dot;
 pub use node::{live_node_count, Node};
 pub use op::{
-    ArgKind, BinaryOp, CmpOp, Family, Lit, Op, ReduceKind, ScatterMode, UnaryOp, Window, WindowKind,
+    ArgKind, BinaryOp, CmpOp, Family, Lit, Op, PadFill, ReduceKind, ScatterMode, UnaryOp, Window,
+    WindowKind,
 };

@@ -51,6 +51,51 @@ pub enum ReduceKind {
     Prod,
 }
 
+/// The value a fill of padding (`Op::FillPadding`) writes: one that
+/// cannot change the result of the op that reads the padding.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PadFill {
+    /// 0 (false for Bool): for sums, contracted dims and masks.
+    Zero,
+    /// 1: the identity of a product.
+    One,
+    /// The lowest value (-inf for floats): the identity of max, the value
+    /// that never wins an argmax.
+    Lowest,
+    /// The highest value (+inf for floats): the identity of min.
+    Highest,
+}
+
+impl PadFill {
+    /// The identity of the reduction `kind`.
+    pub fn identity(kind: ReduceKind) -> PadFill {
+        match kind {
+            ReduceKind::Sum => PadFill::Zero,
+            ReduceKind::Prod => PadFill::One,
+            ReduceKind::Max => PadFill::Lowest,
+            ReduceKind::Min => PadFill::Highest,
+        }
+    }
+
+    /// The value that never wins the arg-reduction `kind`.
+    pub fn worst(kind: ArgKind) -> PadFill {
+        match kind {
+            ArgKind::Max => PadFill::Lowest,
+            ArgKind::Min => PadFill::Highest,
+        }
+    }
+
+    /// The printed name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PadFill::Zero => "zero",
+            PadFill::One => "one",
+            PadFill::Lowest => "lowest",
+            PadFill::Highest => "highest",
+        }
+    }
+}
+
 /// Index-of-extremum reductions over one dimension.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
@@ -190,12 +235,19 @@ pub enum Op {
     },
 
     /// One operand, unchanged: its padding along `dims` (dims of dynamic
-    /// size) zeroed once for the several products and sums that need it
-    /// zero (`ir::passes::shared_fill`, which alone makes it). Without
+    /// size) set to `fill`, for the op that reads it
+    /// (`ir::passes::operand_fills`), or, `shared`, zeroed once for the
+    /// several products and sums that need it zero
+    /// (`ir::passes::shared_fill`). Only those passes make it. Without
     /// padding (the reference backend) it is the operand.
-    ZeroPadding {
+    FillPadding {
         /// Sorted, distinct dims.
         dims: Vec<usize>,
+        /// What the padding holds after.
+        fill: PadFill,
+        /// Written once for several readers (an optimization barrier in
+        /// the XLA lowering), not fused into its one reader.
+        shared: bool,
     },
 
     // ----- reductions -----
@@ -382,7 +434,7 @@ pub enum Family<'a> {
     /// The operand's elements moved, repeated, cut, placed or renamed, their
     /// values unchanged: `Broadcast`, `Reshape`, `Transpose`, `Slice`,
     /// `Concat`, `Reverse`, `PadToBound`, `Guard`, `Sharding`,
-    /// `ZeroPadding`.
+    /// `FillPadding`.
     Layout {
         /// The target shape of `Broadcast`, `Reshape` and `Guard`.
         sizes: &'a [SizeExpr],
@@ -443,7 +495,7 @@ impl Op {
             | Op::Concat { .. }
             | Op::Reverse { .. }
             | Op::PadToBound { .. }
-            | Op::ZeroPadding { .. }
+            | Op::FillPadding { .. }
             | Op::Sharding(_) => Family::Layout {
                 sizes: &[],
                 checks: &[],
@@ -550,7 +602,7 @@ impl Op {
             Op::Reverse { .. } => "reverse",
             Op::PadToBound { .. } => "pad_to_bound",
             Op::Guard { .. } => "guard",
-            Op::ZeroPadding { .. } => "zero_padding",
+            Op::FillPadding { .. } => "fill_padding",
             Op::Reduce { kind, .. } => match kind {
                 ReduceKind::Sum => "reduce_sum",
                 ReduceKind::Max => "reduce_max",

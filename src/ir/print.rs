@@ -94,7 +94,11 @@ fn attrs(op: &Op, names: &mut Names) -> String {
         Op::Concat { dim } => format!("dim={dim}"),
         Op::Reverse { dims } => format!("dims={dims:?}"),
         Op::PadToBound { fill } => format!("fill={}", lit(*fill)),
-        Op::ZeroPadding { dims } => format!("dims={dims:?}"),
+        Op::FillPadding { dims, fill, shared } => format!(
+            "dims={dims:?} fill={}{}",
+            fill.name(),
+            if *shared { " shared" } else { "" }
+        ),
         Op::Guard { checks, .. } => checks
             .iter()
             .map(|c| c.condition(&mut |e| names.expr(e)))

@@ -209,7 +209,7 @@ fn eval_node(
         // The reference runs the unpartitioned program.
         Op::Sharding(_) => ins[0].clone(),
         // No padding here to zero.
-        Op::ZeroPadding { .. } => ins[0].clone(),
+        Op::FillPadding { .. } => ins[0].clone(),
         Op::While(l) => {
             let outer = l
                 .outer_sizes

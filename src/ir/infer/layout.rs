@@ -204,8 +204,8 @@ pub(super) fn pad_to_bound(inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
     ))
 }
 
-/// One operand with its padding along `dims` zeroed: its dtype and shape.
-pub(super) fn zero_padding(
+/// One operand with its padding along `dims` filled: its dtype and shape.
+pub(super) fn fill_padding(
     name: &'static str,
     dims: &[usize],
     inputs: &[Arc<Node>],

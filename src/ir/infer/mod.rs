@@ -123,7 +123,7 @@ fn infer_op(op: &Op, inputs: &[Arc<Node>]) -> Result<(DType, Shape)> {
         Op::PadToBound { .. } => layout::pad_to_bound(arity(1)?),
         Op::Guard { shape, checks } => layout::guard(name, shape, checks, arity(1)?),
         Op::Sharding(s) => layout::sharding(name, s, arity(1)?),
-        Op::ZeroPadding { dims } => layout::zero_padding(name, dims, arity(1)?),
+        Op::FillPadding { dims, .. } => layout::fill_padding(name, dims, arity(1)?),
         // ----- reductions, windows, contractions -----
         Op::Reduce { dims, .. } => reduce(name, dims, arity(1)?),
         Op::ArgReduce { dim, .. } => arg_reduce(name, *dim, arity(1)?),

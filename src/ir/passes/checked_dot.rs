@@ -6,14 +6,14 @@
 //! zeroes the smaller operand only and checks the result
 //! (`backend::pjrt::lower::guarded` says why the check makes it exact
 //! and writes it). The larger operand is left raw unless its padding is
-//! zero already (an `Op::ZeroPadding` along the contracted dims), where
+//! zero already (an `Op::FillPadding` of zeros along the contracted dims), where
 //! the plain product costs nothing more. [`super::shared_fill`] reads the
 //! same rule ([`program_raw_side`]) so as not to zero what this pass
 //! leaves raw.
 
 pub(crate) use crate::ir::dot::Side;
 use crate::ir::program::Program;
-use crate::ir::Op;
+use crate::ir::{Op, PadFill};
 use crate::symint::SizeExpr;
 
 /// Below this many elements in the raw operand, both operands are zeroed:
@@ -81,17 +81,11 @@ pub(crate) fn program_raw_side(program: &Program, i: usize) -> Option<Side> {
     })
 }
 
-/// True when node `j` is a fill of its padding along every padded dim of
-/// `dims` (bool values are never filled).
+/// True when node `j` is a shared zero fill of its padding along every
+/// padded dim of `dims` (bool values are never filled).
 fn zero_along(program: &Program, j: usize, dims: &[usize]) -> bool {
-    let n = &program.nodes[j];
-    let Op::ZeroPadding { dims: zeroed } = &n.op else {
-        return false;
-    };
-    n.dtype != crate::dtype::DType::Bool
-        && dims
-            .iter()
-            .all(|d| n.shape[*d].as_const().is_some() || zeroed.contains(d))
+    program.nodes[j].dtype != crate::dtype::DType::Bool
+        && super::fills_along(program, j, dims, PadFill::Zero)
 }
 
 /// The pass: each product's `raw` operand, where the rule applies and

@@ -89,7 +89,7 @@ fn swapped_dots(program: &Program, pinned: &[usize]) -> Vec<Option<Swapped>> {
 /// Node `j`, or the node it zeroes the padding of (`shared_fill`).
 fn through_fill(program: &Program, j: usize) -> usize {
     match program.nodes[j].op {
-        Op::ZeroPadding { .. } => program.nodes[j].inputs[0],
+        Op::FillPadding { .. } => program.nodes[j].inputs[0],
         _ => j,
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A pass is a function from [`Program`] to [`Program`]. What it decides
 //! becomes an op of the program (a fill of padding is an
-//! `Op::ZeroPadding` node, a transposed product is a `Dot` with its
+//! `Op::FillPadding` node, a transposed product is a `Dot` with its
 //! operands swapped), so it prints with the IR printer
 //! (`debug::lowered_ir_text`) and runs on the reference backend, which is
 //! how the tests check that a pass keeps every value
@@ -25,19 +25,26 @@
 //!    result (`Dot::raw`).
 //! 4. [`zone_masks`]: the zones whose packed order nothing observes keep
 //!    their source's layout (`Program::masked_zones`).
+//! 5. [`operand_fills`]: every other padding an op reads is filled, just
+//!    before that op, with a value that cannot change its result.
 //!
-//! Decisions still taken while emitting: fills of a single consumer
-//! (`lower/padding.rs`, from what the lowering knows of each value's
-//! padding) and packing (`lower/dynamic.rs`).
+//! What the emitter still chooses is how to write an op, not what the
+//! program computes: how a zone is packed (a prefix sum by doubling or
+//! one `reduce_window`, by static size), where a value's buffer is read
+//! in place (`lower/backing.rs`), an `index_add` at a count written as a
+//! padded add (its source zeroed past the index's count), and the slow
+//! path of a checked product, which zeroes its raw operand inside the
+//! branch that needs it.
 
 pub(crate) mod checked_dot;
 pub(crate) mod dot_forms;
+pub(crate) mod operand_fills;
 pub(crate) mod shared_fill;
 pub(crate) mod zone_masks;
 
 use super::loops::Loop;
 use super::program::{PNode, Program, VarSource};
-use super::Op;
+use super::{Op, PadFill};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -69,6 +76,10 @@ pub(crate) const LOWERING: &[Pass] = &[
     Pass {
         name: "zone_masks",
         run: zone_masks::run,
+    },
+    Pass {
+        name: "operand_fills",
+        run: operand_fills::run,
     },
 ];
 
@@ -129,6 +140,25 @@ fn loop_after(passes: &[Pass], l: &Loop) -> Option<Loop> {
         grad_stops: Vec::new(),
         ..l.clone()
     })
+}
+
+/// True when node `j` is a fill (`Op::FillPadding`) of `fill` along every
+/// dim of `dims` that has padding (a dim of symbolic size).
+pub(crate) fn fills_along(program: &Program, j: usize, dims: &[usize], fill: PadFill) -> bool {
+    let n = &program.nodes[j];
+    match &n.op {
+        Op::FillPadding {
+            dims: filled,
+            fill: f,
+            ..
+        } => {
+            *f == fill
+                && dims
+                    .iter()
+                    .all(|d| n.shape[*d].as_const().is_some() || filled.contains(d))
+        }
+        _ => false,
+    }
 }
 
 /// How many times each node is read: by later nodes and as an output.

@@ -9,7 +9,7 @@
 //! consumer, and XLA materializes each selected copy for its product:
 //! three vocabulary-sized passes where one does. So this pass zeroes such
 //! a value's padding once, right where it is defined, along every dim
-//! some consumer needs zeroed: an [`Op::ZeroPadding`] node after it that
+//! some consumer needs zeroed: an [`Op::FillPadding`] node (`shared`) after it that
 //! every reader (its outputs, the sizes read from it) reads instead, and
 //! the consumers find those dims already zero and select nothing.
 //!
@@ -26,7 +26,7 @@ use super::checked_dot::{program_raw_side, Side};
 use super::Rewrite;
 use crate::dtype::DType;
 use crate::ir::program::{PNode, Program};
-use crate::ir::{Op, ReduceKind};
+use crate::ir::{Op, PadFill, ReduceKind};
 
 /// For each node: the dims along which at least one consumer zeroes its
 /// padding, when there are any and the node has at least two consumers
@@ -76,7 +76,7 @@ pub(crate) fn zero_once(program: &Program) -> Vec<Option<Vec<usize>>> {
         .collect()
 }
 
-/// The pass: an `Op::ZeroPadding` after each value of [`zero_once`],
+/// The pass: a shared `Op::FillPadding` of zeros after each value of [`zero_once`],
 /// read in its place.
 pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
     let zero = zero_once(program);
@@ -89,7 +89,11 @@ pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
         if let Some(dims) = dims {
             let n = &program.nodes[i];
             let z = r.push(PNode {
-                op: Op::ZeroPadding { dims },
+                op: Op::FillPadding {
+                    dims,
+                    fill: PadFill::Zero,
+                    shared: true,
+                },
                 inputs: vec![k],
                 dtype: n.dtype,
                 shape: n.shape.clone(),
@@ -118,7 +122,10 @@ mod tests {
             let total = h.sum_dims(&[0], false); // sums s
             let p = program_of(&[&gw, &total]);
             let text = before_after(&p, &|p| super::run(p, &mut Vec::new()));
-            assert!(text.contains("zero_padding[dims=[0]]"), "{text}");
+            assert!(
+                text.contains("fill_padding[dims=[0] fill=zero shared]"),
+                "{text}"
+            );
             insta::assert_snapshot!("shared_fill_two_consumers", text);
         });
     }

@@ -131,7 +131,7 @@ fn uses_ok(program: &Program, i: usize, v: u64, cand: &HashMap<u64, usize>) -> b
         // A size of the zone, not an iota over it.
         Family::Source { .. } => matches!(n.op, Op::SizeOf(_)),
         Family::Layout { .. } => match &n.op {
-            Op::Transpose { .. } | Op::Sharding(_) | Op::ZeroPadding { .. } => true,
+            Op::Transpose { .. } | Op::Sharding(_) | Op::FillPadding { .. } => true,
             Op::Broadcast { dims, .. } => dims_of(input(0), v)
                 .iter()
                 .all(|&k| var_id(&n.shape[dims[k]]) == Some(v)),

@@ -166,7 +166,8 @@ impl Ctx<'_> {
         if n == 0 || !ty.dynamic[0] {
             return self.b.splat(0.0, ty);
         }
-        let xs = self.padded(x, Some(0.0));
+        // Its padding holds 0 (`ir::passes::operand_fills`).
+        let xs = self.padded(x, None);
         let flat = self.flat(&xs);
         let zero = self.b.splat(0.0, &flat.ty);
         let keep = self.b.cmp(CmpOp::Ne, &flat, &zero);
@@ -203,7 +204,7 @@ impl Ctx<'_> {
             return self.b.splat(0.0, ty);
         }
         let xs = self.padded(x, None);
-        let ms = self.padded(mask, Some(0.0));
+        let ms = self.padded(mask, None); // false in the padding (`operand_fills`)
         let xf = self.flat(&xs);
         let mf = self.flat(&ms);
         let (packed, count) = self.pack(&[xf], &mf, None);
@@ -329,7 +330,7 @@ impl Ctx<'_> {
         if s == 0 || bs.ty.numel() == 0 {
             return self.redyn(bs, ty, &sizes);
         }
-        let ms = self.padded(mask, Some(0.0));
+        let ms = self.padded(mask, None); // false in the padding (`operand_fills`)
         let mf = self.flat(&ms);
         let ki = self.b.convert(&mf, Elt::I32);
         let cs = self.prefix_sum(&ki, Packing::Auto);

@@ -32,7 +32,7 @@
 use super::emit::{Elt, Ty, V};
 use super::Ctx;
 use crate::ir::dot::Side;
-use crate::ir::Dot;
+use crate::ir::{Dot, PadFill};
 
 impl Ctx<'_> {
     /// The product `dot_general(az, bz)` (attributes `attrs`) where the
@@ -58,14 +58,13 @@ impl Ctx<'_> {
         self.b.else_region();
         // Defined in the region: the zeroed copy is written only when the
         // slow path runs.
-        let zero = ty.elt.literal(0.0);
         let slow = match raw {
             Side::Lhs => {
-                let a0 = self.padded_along(a, sa, &zero, &dot.lhs_contract);
+                let a0 = self.padded_along(a, sa, PadFill::Zero, &dot.lhs_contract);
                 self.b.op("dot_general", &[&a0, bz], attrs, out.clone())
             }
             Side::Rhs => {
-                let b0 = self.padded_along(b, sb, &zero, &dot.rhs_contract);
+                let b0 = self.padded_along(b, sb, PadFill::Zero, &dot.rhs_contract);
                 self.b.op("dot_general", &[az, &b0], attrs, out.clone())
             }
         };

@@ -9,7 +9,7 @@
 
 use super::emit::{list, Elt, Ty, V};
 use super::Ctx;
-use crate::ir::ScatterMode;
+use crate::ir::{PadFill, ScatterMode};
 
 /// `[0, r)` without `dim`.
 fn others(r: usize, dim: usize) -> Vec<i64> {
@@ -42,11 +42,11 @@ impl Ctx<'_> {
         self.redyn(out, ty, &sizes)
     }
 
-    /// Node `i`, or the node whose padding it zeroes (`Op::ZeroPadding`):
+    /// Node `i`, or the node whose padding it zeroes (`Op::FillPadding`):
     /// the same elements, for a question about them.
     pub(super) fn unfilled(&self, i: usize) -> usize {
         match self.program.nodes[i].op {
-            crate::ir::Op::ZeroPadding { .. } => self.program.nodes[i].inputs[0],
+            crate::ir::Op::FillPadding { .. } => self.program.nodes[i].inputs[0],
             _ => i,
         }
     }
@@ -56,7 +56,7 @@ impl Ctx<'_> {
     /// or scatter (the dynamic `Embedding` keeps its real rows this way).
     /// So is every position's own index in a masked zone
     /// ([`Ctx::mask_positions`]): its real positions index themselves.
-    /// A fill of its padding (`Op::ZeroPadding`) changes no element.
+    /// A fill of its padding (`Op::FillPadding`) changes no element.
     pub(super) fn counting(&self, i: usize) -> bool {
         let i = self.unfilled(i);
         let n = &self.program.nodes[i];
@@ -98,8 +98,7 @@ impl Ctx<'_> {
             (true, _) => Some(self.b.get_size(idx, 0)),
             (false, s) => s,
         };
-        let zero = src.ty.elt.literal(0.0);
-        let ss = self.padded_along(src, &src_sizes, &zero, &[dim]);
+        let ss = self.padded_along(src, &src_sizes, PadFill::Zero, &[dim]);
         let z = self.b.scalar(0.0, ss.ty.elt);
         let ss = if k < m {
             self.b.pad(&ss, &z, dim, 0, m - k)

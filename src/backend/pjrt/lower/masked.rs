@@ -71,7 +71,7 @@ impl Ctx<'_> {
     /// `nonzero(x)` of a masked zone: the coordinates of every position
     /// of `x`'s bound, row-major, real where `x` is nonzero.
     pub(super) fn masked_nonzero(&mut self, v: u64, x: &V, ty: &Ty) -> V {
-        let xs = self.padded(x, Some(0.0));
+        let xs = self.padded(x, None); // 0 in the padding (`operand_fills`)
         let n = xs.ty.numel();
         let flat = self.b.reshape(&xs, Ty::fixed(xs.ty.elt, &[n]));
         let zero = self.b.splat(0.0, &flat.ty);
@@ -94,7 +94,7 @@ impl Ctx<'_> {
     /// `masked_select(x, mask)` of a masked zone: `x` flattened.
     pub(super) fn masked_select_masked(&mut self, v: u64, x: &V, mask: &V, ty: &Ty) -> V {
         let xs = self.padded(x, None);
-        let ms = self.padded(mask, Some(0.0));
+        let ms = self.padded(mask, None); // false in the padding (`operand_fills`)
         let n = ms.ty.numel();
         let mf = self.b.reshape(&ms, Ty::fixed(Elt::I1, &[n]));
         self.define_mask(v, mf);
@@ -111,7 +111,7 @@ impl Ctx<'_> {
     pub(super) fn masked_scatter_masked(&mut self, base: &V, mask: &V, src: &V, ty: &Ty) -> V {
         let sizes = self.sizes_of(base);
         let bs = self.padded(base, None);
-        let ms = self.padded(mask, Some(0.0));
+        let ms = self.padded(mask, None); // false in the padding (`operand_fills`)
         let g = self.b.reshape(src, bs.ty.clone());
         let out = self.b.select(&ms, &g, &bs);
         self.redyn(out, ty, &sizes)

@@ -23,21 +23,21 @@
 //!
 //! A value with dynamic dimensions carries a bounded type; its padding is
 //! unspecified. Elementwise ops run on bounded types directly (padding in,
-//! padding out). Every other op works on a static view (`padded`, with
-//! an explicit fill where the padding could be read: the identity of a
-//! reduction, 0 on a contracted dimension, out-of-range indices for
-//! scatters, a never-winning value for argmax) and gives its result its
-//! real sizes with `redyn`. So correctness never depends on which ops
-//! XLA's dynamic padder knows.
+//! padding out). Every other op works on a static view (`padded`) and
+//! gives its result its real sizes with `redyn`. Where an op reads the
+//! padding, an explicit fill before it (`Op::FillPadding`, `fill.rs`)
+//! has set it to a value that cannot change the result: the identity of
+//! a reduction, 0 on a contracted dimension, a never-winning value for
+//! argmax, false in a mask. The passes `ir::passes::operand_fills` and
+//! `shared_fill` put them there. So correctness never depends on which
+//! ops XLA's dynamic padder knows.
 //!
-//! The fills, op by op: a reduction fills its reduced dims with its
-//! identity; argmax/argmin with the worst value, over (value, index) pairs
-//! ordered by (is NaN, value, lower index), so the first NaN wins; a dot
-//! zeroes its dynamic contracted dims in both operands (the other's
-//! unspecified padding may be infinite, and `0 * inf` is NaN), except a
-//! checked product (`guarded`), and a value that several such consumers
-//! need zeroed is zeroed once where it is defined (an `Op::ZeroPadding`
-//! the pass `ir::passes::shared_fill` inserts); an
+//! How each op keeps padding out: argmax/argmin reduce (value, index)
+//! pairs ordered by (is NaN, value, lower index), so the first NaN wins
+//! and padding, at higher indices, loses even a tie; a dot's both
+//! operands are zero along its contracted dims (the other's unspecified
+//! padding may be infinite, and `0 * inf` is NaN), except a checked
+//! product (`guarded`); an
 //! `index_select` or `index_add` whose index is a count (`arange`, as the
 //! dynamic `Embedding` keeps its real rows) is a slice or a zero-padded
 //! add, with no gather or scatter; scatters point padded indices out of
@@ -59,8 +59,8 @@
 //! fills read that mask as they read a dynamic dim's size.
 //!
 //! The lowering runs the passes of `ir::passes::LOWERING` first (shared
-//! fills, the forms of products, checked products, masked zones:
-//! decisions made as IR rewrites, which `debug::lowered_ir_text` prints),
+//! fills, the forms of products, checked products, masked zones, the
+//! fills each op reads: decisions made as IR rewrites, which `debug::lowered_ir_text` prints),
 //! then is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
 
 mod backing;
@@ -68,6 +68,7 @@ mod collective;
 mod conv;
 mod dynamic;
 mod emit;
+mod fill;
 mod guarded;
 mod index;
 mod loops;
@@ -76,7 +77,6 @@ mod math;
 mod padding;
 mod reduce;
 mod shape;
-mod shared_fill;
 mod sizes;
 mod sort;
 mod types;
@@ -460,7 +460,7 @@ impl Ctx<'_> {
             .map(|x| {
                 if x.ty.elt.is_half() {
                     let w = self.b.convert(x, Elt::F32);
-                    self.same_extents(x, &w);
+                    self.same_padding(x, &w);
                     w
                 } else {
                     x.clone()
@@ -548,7 +548,9 @@ impl Ctx<'_> {
             Op::Concat { dim } => self.concat(&ins, *dim, &ty),
             Op::Reverse { dims } => self.reverse(&ins[0], dims, &ty),
             Op::PadToBound { fill } => self.padded(&ins[0], Some(fill.0)),
-            Op::ZeroPadding { dims } => self.zero_padding_once(ins[0].clone(), dims),
+            Op::FillPadding { dims, fill, shared } => {
+                self.fill_padding(ins[0].clone(), dims, *fill, *shared)
+            }
             Op::Guard { shape, checks } => self.guard(&ins[0], shape, checks, &ty)?,
             Op::Reduce { kind, dims } => {
                 self.in_f32(&ins, &ty, |c, ins, ty| c.reduce(*kind, &ins[0], dims, ty))
@@ -667,15 +669,12 @@ impl Ctx<'_> {
         mask
     }
 
-    /// `x` as a static tensor of its bound shape; with `fill`, the padding
-    /// is set to it, otherwise it is left unspecified.
+    /// `x` as a static tensor of its bound shape: its static view. With
+    /// `fill` (`Op::PadToBound`), the padding of its dynamic dims is set
+    /// to it; otherwise it is what it is (unspecified, or what a fill
+    /// before the reader wrote: `fill.rs`).
     pub(super) fn padded(&mut self, x: &V, fill: Option<f64>) -> V {
-        let lit = fill.map(|f| x.ty.elt.literal(f));
-        self.padded_lit(x, lit.as_deref())
-    }
-
-    /// [`Ctx::padded`] with the fill as an MLIR literal.
-    pub(super) fn padded_lit(&mut self, x: &V, fill: Option<&str>) -> V {
+        let fill = fill.map(|f| x.ty.elt.literal(f));
         if !x.ty.is_dynamic() {
             return x.clone();
         }
@@ -695,7 +694,7 @@ impl Ctx<'_> {
         }
         match (fill, mask) {
             (Some(lit), Some(mask)) => {
-                let f = self.b.splat_lit(lit, &s.ty);
+                let f = self.b.splat_lit(&lit, &s.ty);
                 self.b.select(&mask, &s, &f)
             }
             _ => s,

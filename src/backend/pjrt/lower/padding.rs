@@ -11,30 +11,32 @@
 //! ```text
 //! unspecified            anything, infinities and NaN included (the default)
 //!   ^
-//! zero along dims D      every position that is padding along a dim of D holds ±0
+//! F along dims D         every position that is padding along a dim of D holds
+//!                        the fill F (0, 1, the lowest or the highest value)
 //! ```
 //!
 //! Invariant: a record holds for the value at run time. Extents come from
 //! the node's shape (a dim is masked exactly when its size is a masked
-//! variable); "zero along D" is recorded only where the lowering writes
-//! the zeros (an `Op::ZeroPadding` node, `shared_fill`: a value that
-//! several consumers need zeroed is zeroed once where it is defined, as
-//! the pass `ir::passes::shared_fill` decides). A fill (`Ctx::padded_along`,
-//! `Ctx::valid_mask`) builds its mask from the extents and writes nothing
-//! where the content already is what it would write. Values are keyed by
-//! SSA name; an op that derives a value elementwise from another (a
-//! widened copy) copies the extents with [`Ctx::same_extents`].
+//! variable); "F along D" is recorded only where the lowering writes it:
+//! an `Op::FillPadding` node (`fill.rs`), which the passes
+//! `ir::passes::operand_fills` and `shared_fill` put before every op that
+//! reads padding. A fill (`Ctx::padded_along`) builds its mask from the
+//! extents and writes nothing where the content already is what it would
+//! write. Values are keyed by SSA name; a widened copy of a value (a half
+//! converted to f32, which keeps 0, 1 and the infinities) copies its
+//! record with [`Ctx::same_padding`].
 
 use super::emit::{Builder, Elt, V};
 use super::Ctx;
+use crate::ir::PadFill;
 
 /// The padding record of one value (see the module docs).
 #[derive(Clone, Default)]
 pub(super) struct Padding {
     /// Masked dims, each with its zone's variable.
     masked: Vec<(usize, u64)>,
-    /// Dims along which the padding is known to hold zeros.
-    zero: Vec<usize>,
+    /// The fill the padding is known to hold, and along which dims.
+    filled: Option<(PadFill, Vec<usize>)>,
 }
 
 impl Ctx<'_> {
@@ -48,18 +50,18 @@ impl Ctx<'_> {
         }
     }
 
-    /// Gives `to` the extents of `from` (a value computed from it
-    /// elementwise, as a widened copy); nothing is known of its content.
-    pub(super) fn same_extents(&mut self, from: &V, to: &V) {
+    /// Gives `to`, a widened copy of `from` (a float converted to a
+    /// wider float, which keeps every fill), `from`'s record.
+    pub(super) fn same_padding(&mut self, from: &V, to: &V) {
         if let Some(p) = self.pads.get(&from.name) {
-            let masked = p.masked.clone();
-            self.pads.entry(to.name.clone()).or_default().masked = masked;
+            let p = p.clone();
+            self.pads.insert(to.name.clone(), p);
         }
     }
 
-    /// Records that `v`'s padding holds zeros along `dims`.
-    pub(super) fn note_zero(&mut self, v: &V, dims: &[usize]) {
-        self.pads.entry(v.name.clone()).or_default().zero = dims.to_vec();
+    /// Records that `v`'s padding holds `fill` along `dims`.
+    pub(super) fn note_fill(&mut self, v: &V, fill: PadFill, dims: &[usize]) {
+        self.pads.entry(v.name.clone()).or_default().filled = Some((fill, dims.to_vec()));
     }
 
     /// True when dim `d` of `x` has padding (it is dynamic or masked).
@@ -71,19 +73,20 @@ impl Ctx<'_> {
                 .is_some_and(|p| p.masked.iter().any(|m| m.0 == d))
     }
 
-    /// True when `x`'s padding is known to be zero along every dim of
+    /// True when `x`'s padding is known to hold `fill` along every dim of
     /// `dims` (a dim without padding counts).
-    pub(super) fn zero_known(&self, x: &V, dims: &[usize]) -> bool {
+    pub(super) fn fill_known(&self, x: &V, dims: &[usize], fill: PadFill) -> bool {
         let padded: Vec<usize> = dims
             .iter()
             .copied()
             .filter(|&d| self.is_padded(x, d))
             .collect();
         padded.is_empty()
-            || self
-                .pads
-                .get(&x.name)
-                .is_some_and(|p| padded.iter().all(|d| p.zero.contains(d)))
+            || self.pads.get(&x.name).is_some_and(|p| {
+                p.filled.as_ref().is_some_and(|(f, along)| {
+                    *f == fill && padded.iter().all(|d| along.contains(d))
+                })
+            })
     }
 
     /// True when some dim of `dims` of `x` is a zone lowered as a mask.

@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::ir::dot::Side;
 use crate::ir::program::MatmulPrecision;
 use crate::ir::CmpOp;
-use crate::ir::{ArgKind, Dot, ReduceKind};
+use crate::ir::{ArgKind, Dot, PadFill, ReduceKind};
 
 /// NaN-propagating max/min combiner for reduction bodies (symmetric in its
 /// operands, since XLA may apply it in either order). Not XLA's `maximum`:
@@ -55,15 +55,12 @@ impl Ctx<'_> {
             return x.clone();
         }
         let e = x.ty.elt;
-        let identity = match kind {
-            ReduceKind::Sum => e.literal(0.0),
-            ReduceKind::Max => e.lowest(),
-            ReduceKind::Min => e.highest(),
-            ReduceKind::Prod => e.literal(1.0),
-        };
+        let identity = e.fill(PadFill::identity(kind));
         let sizes = self.sizes_of(x);
-        // Only the reduced dims' padding reaches a real result.
-        let xs = self.padded_along(x, &sizes, &identity, dims);
+        // The reduced dims' padding holds the identity
+        // (`ir::passes::operand_fills`); the others' reaches only the
+        // result's padding.
+        let xs = self.padded(x, None);
         let init = self.b.splat_lit(&identity, &Ty::scalar(e));
         let out = self.b.reduce(&xs, &init, dims, |b, p, q| match kind {
             ReduceKind::Sum => b.bin("add", p, q),
@@ -85,10 +82,11 @@ impl Ctx<'_> {
     pub(super) fn arg_reduce(&mut self, kind: ArgKind, x: &V, dim: usize, ty: &Ty) -> V {
         let e = x.ty.elt;
         let sizes = self.sizes_of(x);
-        let (dir, worst) = match kind {
-            ArgKind::Max => (CmpOp::Gt, e.lowest()),
-            ArgKind::Min => (CmpOp::Lt, e.highest()),
+        let dir = match kind {
+            ArgKind::Max => CmpOp::Gt,
+            ArgKind::Min => CmpOp::Lt,
         };
+        let worst = e.fill(PadFill::worst(kind));
         let kept: Vec<Option<V>> = (0..x.ty.rank())
             .filter(|&d| d != dim)
             .map(|d| sizes[d].clone())
@@ -97,9 +95,10 @@ impl Ctx<'_> {
             let z = self.b.splat(0.0, &ty.bound());
             return self.redyn(z, ty, &kept);
         }
-        // Padding never wins: it holds the worst value at indices above
-        // every real one, so it loses even a tie.
-        let xs = self.padded_along(x, &sizes, &worst, &[dim]);
+        // Padding never wins: it holds the worst value
+        // (`ir::passes::operand_fills`) at indices above every real one,
+        // so it loses even a tie.
+        let xs = self.padded(x, None);
         let idx = self.b.iota(&xs.ty.with_elt(Elt::I64), dim);
         let init_v = self.b.splat_lit(&worst, &Ty::scalar(e));
         let init_i = self.b.scalar(0.0, Elt::I64);
@@ -119,28 +118,20 @@ impl Ctx<'_> {
 
     /// `dot_general` with `dot`'s dims (batch dims leading in both
     /// operands and the result). The padding of every dynamic contracted
-    /// dim is zeroed in both operands: zero in one alone would not do, as
-    /// the other's unspecified padding may hold infinities or NaNs, and
-    /// `0 * inf` is NaN; or, where the product has a `raw` operand
-    /// (`guarded`), in the smaller operand alone, the result checked.
-    /// Padding along free and batch dims only reaches the result's
-    /// padding, so it is left as it is.
+    /// dim is zero in both operands (`ir::passes::operand_fills`): zero
+    /// in one alone would not do, as the other's unspecified padding may
+    /// hold infinities or NaNs, and `0 * inf` is NaN; or, where the
+    /// product has a `raw` operand (`guarded`), in the smaller operand
+    /// alone, the result checked. Padding along free and batch dims only
+    /// reaches the result's padding, so it is left as it is.
     /// `precision` is the `precision_config` level of both operands
     /// ([`Ctx::product_precision`]), none for XLA's default.
     pub(super) fn dot(&mut self, a: &V, b: &V, dot: &Dot, ty: &Ty, precision: Option<&str>) -> V {
         let sa = self.sizes_of(a);
         let sb = self.sizes_of(b);
         let raw = dot.raw;
-        let az = if raw == Some(Side::Lhs) {
-            self.padded(a, None)
-        } else {
-            self.zero_padding_along(a, &sa, &dot.lhs_contract)
-        };
-        let bz = if raw == Some(Side::Rhs) {
-            self.padded(b, None)
-        } else {
-            self.zero_padding_along(b, &sb, &dot.rhs_contract)
-        };
+        let az = self.padded(a, None);
+        let bz = self.padded(b, None);
         let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
         let batch: Vec<i64> = (0..dot.batch as i64).collect();
         let mut dn = Vec::new();
@@ -207,57 +198,6 @@ impl Ctx<'_> {
             (Elt::F32, MatmulPrecision::Highest) => Some("HIGHEST"),
             (Elt::F32, MatmulPrecision::High) => Some("HIGH"),
             _ => None,
-        }
-    }
-
-    /// `x` (with run-time sizes `sizes`) as a static tensor of its bound
-    /// shape whose padding along `dims` is zero; padding elsewhere is left
-    /// unspecified.
-    fn zero_padding_along(&mut self, x: &V, sizes: &[Option<V>], dims: &[usize]) -> V {
-        let zero = x.ty.elt.literal(0.0);
-        self.padded_along(x, sizes, &zero, dims)
-    }
-
-    /// `x` (with run-time sizes `sizes`) as a static tensor of its bound
-    /// shape whose padding along `dims` holds `fill` (an MLIR literal);
-    /// padding along other dims is left unspecified: an op that combines
-    /// elements only along `dims` (a reduction, a contraction) carries it
-    /// into the padding of its result alone, so filling it would be work
-    /// for nothing (a select over the whole tensor).
-    pub(super) fn padded_along(
-        &mut self,
-        x: &V,
-        sizes: &[Option<V>],
-        fill: &str,
-        dims: &[usize],
-    ) -> V {
-        let along: Vec<Option<V>> = (0..sizes.len())
-            .map(|d| {
-                if dims.contains(&d) {
-                    sizes[d].clone()
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let s = self.padded(x, None);
-        if x.ty.elt.literal(0.0) == fill && self.zero_known(x, dims) {
-            return s;
-        }
-        let prefix = self.mask_from_sizes(&x.ty, &along);
-        // A zone's mask is data, where a select costs a mispredicted
-        // branch per row (see `zone_keep_along`); a prefix of sizes is one
-        // run of true, where the select's branch is well predicted.
-        if let (true, Some(bits)) = (self.masks_zone_along(x, dims), s.ty.elt.bits_twin()) {
-            let keep = self.zone_keep_along(x, dims, prefix, bits);
-            return self.b.select_fill_bitwise(&keep, &s, fill);
-        }
-        match self.and_masked_dims(x, |d| dims.contains(&d), prefix) {
-            Some(mask) => {
-                let f = self.b.splat_lit(fill, &s.ty);
-                self.b.select(&mask, &s, &f)
-            }
-            None => s,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! included (`tensor<?x2xf32, #stablehlo.bounds<6, ?>>`).
 
 use crate::dtype::DType;
+use crate::ir::PadFill;
 use smallvec::SmallVec;
 
 /// An element type.
@@ -94,6 +95,16 @@ impl Elt {
             Elt::I64 => i64::MIN.to_string(),
             Elt::U32 => "0".into(),
             Elt::F16 | Elt::BF16 | Elt::F32 | Elt::F64 => self.literal(f64::NEG_INFINITY),
+        }
+    }
+
+    /// The MLIR literal of `fill` in this type.
+    pub fn fill(self, fill: PadFill) -> String {
+        match fill {
+            PadFill::Zero => self.literal(0.0),
+            PadFill::One => self.literal(1.0),
+            PadFill::Lowest => self.lowest(),
+            PadFill::Highest => self.highest(),
         }
     }
 

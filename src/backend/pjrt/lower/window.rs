@@ -41,9 +41,10 @@ impl Ctx<'_> {
             WindowKind::Max => e.lowest(),
             WindowKind::Min => e.highest(),
         };
-        // Dynamic dims keep their size (see `ir::window`).
+        // Dynamic dims keep their size (see `ir::window`); the padding
+        // holds the identity (`ir::passes::operand_fills`).
         let sizes = self.sizes_of(x);
-        let xs = self.padded_lit(x, Some(&identity));
+        let xs = self.padded(x, None);
         let init = self.b.splat_lit(&identity, &Ty::scalar(e));
         let dil: Vec<i64> = w.dilation.iter().map(|&d| d as i64).collect();
         let attrs = format!(
@@ -102,8 +103,10 @@ impl Ctx<'_> {
             ArgKind::Max => (CmpOp::Gt, e.lowest()),
             ArgKind::Min => (CmpOp::Lt, e.highest()),
         };
-        let xs = self.padded_lit(x, Some(&worst));
-        let ss = self.padded(src, Some(0.0));
+        // The operand's padding holds the worst value, the source's 0
+        // (`ir::passes::operand_fills`).
+        let xs = self.padded(x, None);
+        let ss = self.padded(src, None);
         let n = xs.ty.numel();
         let flat = self.b.iota(&Ty::fixed(Elt::I64, &[n]), 0);
         let pos = self.b.reshape(&flat, xs.ty.with_elt(Elt::I64));
