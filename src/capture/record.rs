@@ -26,6 +26,13 @@ struct Before {
     grad: Option<u64>,
 }
 
+/// Where a parameter's data came from, keyed by the data's address.
+type Sources = FxHashMap<*const DeviceData, (ParamSource, Option<StateGuard>)>;
+
+/// The tensors of the step's `before` (by index) whose gradient the step
+/// changed, with the new gradient.
+type GradChanges = Vec<(usize, Option<Tensor>)>;
+
 /// Runs `step` on `inputs` (computed, with signature `signature`), runs
 /// its pending work as one program and returns the recording and what the
 /// step returned.
@@ -46,8 +53,102 @@ where
     // Work pending before the step is not part of it.
     crate::mark_step()?;
     let first_new = next_tensor_id();
-    let mut sources: FxHashMap<*const DeviceData, (ParamSource, Option<StateGuard>)> =
-        FxHashMap::default();
+    let (sources, mut before) = state_before(inputs);
+    let returned = run_step(step, inputs)?;
+    let pending = registry::pending();
+    let (device, grads_after) = check_pending(&pending, &before, inputs, &returned, first_new)?;
+
+    // Addresses only: a reference held here would be one the sync cannot
+    // account for, and it would donate nothing (`runtime::donation`). The
+    // roots outlive these comparisons in `synced`.
+    for b in &mut before {
+        b.data = None;
+    }
+    let pending_nodes: Vec<*const Node> = pending
+        .iter()
+        .map(|t| t.with_node(|n| n as *const Node))
+        .collect();
+    let synced = crate::tensor::sync::sync_program(&pending)?;
+    metrics::inc(metrics::Counter::StepRecording);
+    let root_of = |t: &Tensor| -> Option<usize> {
+        let i = pending.iter().position(|p| p.is(t))?;
+        let roots = &synced.as_ref()?.roots;
+        roots
+            .iter()
+            .position(|r| Arc::as_ptr(r) == pending_nodes[i])
+    };
+
+    let input_nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
+    let mut templates = Templates::new(&input_nodes);
+    let mut variant = Variant {
+        signature,
+        device: device.clone(),
+        program: None,
+        checked: false,
+        params: Vec::new(),
+        arg_sizes: Vec::new(),
+        outputs: Vec::new(),
+        fresh: Vec::new(),
+        assigned: Vec::new(),
+        grads: Vec::new(),
+        donations: Vec::new(),
+        returned: Vec::new(),
+        kept: Kept::default(),
+    };
+    if let Some(s) = &synced {
+        describe_program(&mut variant, s, &sources, &mut templates)?;
+    }
+    variant.fresh = templates.fresh;
+    let unsynced = || Error::internal("capture", "a pending tensor the sync did not compute");
+    for t in &pending {
+        if t.id() < first_new {
+            let i = root_of(t).ok_or_else(unsynced)?;
+            variant.assigned.push((Arc::downgrade(&t.inner), i));
+        }
+    }
+    if let Some(s) = &synced {
+        // A donated parameter is the old value of the tensor that takes
+        // the result it aliases; anything else is never donated again.
+        for &(k, j) in &s.ran.aliases {
+            let ParamSource::State(w) = &variant.params[k].source else {
+                continue;
+            };
+            if variant.assigned.iter().any(|(t, i)| *i == j && t.ptr_eq(w)) {
+                variant.donations.push(k);
+            }
+        }
+    }
+    for (i, grad) in grads_after {
+        let set = match &grad {
+            None => None,
+            Some(g) => Some(root_of(g).ok_or_else(unsynced)?),
+        };
+        variant.grads.push(GradUpdate {
+            owner: before[i].tensor.clone(),
+            had_grad: before[i].grad.is_some(),
+            set,
+        });
+    }
+    for r in &returned {
+        let how = if let Some(k) = inputs.iter().position(|i| i.is(r)) {
+            Returned::Input(k)
+        } else if let Some(i) = root_of(r).filter(|_| r.id() >= first_new) {
+            Returned::Output(i)
+        } else if r.id() < first_new {
+            Returned::Same(r.clone())
+        } else {
+            Returned::Const(r.node())
+        };
+        variant.returned.push(how);
+    }
+    variant.mark_in_place();
+    Ok((variant, returned))
+}
+
+/// The data of every live tensor and of its gradient before the step,
+/// with what each parameter would be read from (an input over a state).
+fn state_before(inputs: &[Tensor]) -> (Sources, Vec<Before>) {
+    let mut sources = Sources::default();
     let mut before = Vec::new();
     for t in registry::live() {
         let n = t.node();
@@ -85,7 +186,14 @@ where
             sources.insert(d as *const DeviceData, (ParamSource::Input(k), None));
         }
     }
+    (sources, before)
+}
 
+/// Runs `step` lazily; an error if it read a value while recorded.
+fn run_step<F>(step: &mut F, inputs: &[Tensor]) -> Result<Vec<Tensor>>
+where
+    F: FnMut(&[Tensor]) -> Vec<Tensor>,
+{
     let reads = || {
         (
             sync::executions(),
@@ -103,13 +211,22 @@ where
              read and read them after `run`",
         ));
     }
+    Ok(returned)
+}
 
-    // Classify what the step left pending: results, assigned state,
-    // gradients. Anything else would silently go stale on replays.
-    let pending = registry::pending();
+/// Checks what the step left pending: results, assigned state and
+/// gradients, anything else an error (it would go stale on replays).
+/// The step's device, and the tensors of `before` whose gradient changed.
+fn check_pending(
+    pending: &[Tensor],
+    before: &[Before],
+    inputs: &[Tensor],
+    returned: &[Tensor],
+    first_new: u64,
+) -> Result<(crate::Device, GradChanges)> {
     let input_index = |t: &Tensor| inputs.iter().position(|i| i.is(t));
     let is_returned = |t: &Tensor| returned.iter().any(|r| r.is(t));
-    let mut grads_after: Vec<(usize, Option<Tensor>)> = Vec::new();
+    let mut grads_after = GradChanges::new();
     for (i, b) in before.iter().enumerate() {
         let Some(inner) = b.tensor.upgrade() else {
             continue;
@@ -140,7 +257,7 @@ where
             .first()
             .map_or_else(crate::Device::default, |t| t.device().clone()),
     };
-    for t in &pending {
+    for t in pending {
         if !t.device().same(&device) {
             return Err(Error::DeviceMismatch {
                 op: "capture",
@@ -191,118 +308,45 @@ where
             ),
         ));
     }
+    Ok((device, grads_after))
+}
 
-    // Addresses only: a reference held here would be one the sync cannot
-    // account for, and it would donate nothing (`runtime::donation`). The
-    // roots outlive these comparisons in `synced`.
-    for b in &mut before {
-        b.data = None;
+/// The program's parameters, size arguments and results, as `variant`
+/// reads and writes them on replays.
+fn describe_program(
+    variant: &mut Variant,
+    s: &sync::Synced,
+    sources: &Sources,
+    templates: &mut Templates,
+) -> Result<()> {
+    variant.program = Some(s.ran.exe.clone());
+    variant.checked = s.ran.outputs_checked;
+    for d in &s.ran.params {
+        let (source, guard) = sources
+            .get(&Arc::as_ptr(d))
+            .cloned()
+            .unwrap_or_else(|| (ParamSource::Const(d.clone()), None));
+        variant.params.push(Param { source, guard });
     }
-    let pending_nodes: Vec<*const Node> = pending
-        .iter()
-        .map(|t| t.with_node(|n| n as *const Node))
-        .collect();
-    let synced = crate::tensor::sync::sync_program(&pending)?;
-    metrics::inc(metrics::Counter::StepRecording);
-    let root_of = |t: &Tensor| -> Option<usize> {
-        let i = pending.iter().position(|p| p.is(t))?;
-        let roots = &synced.as_ref()?.roots;
-        roots
-            .iter()
-            .position(|r| Arc::as_ptr(r) == pending_nodes[i])
-    };
-
-    let input_nodes: Vec<Arc<Node>> = inputs.iter().map(Tensor::node).collect();
-    let mut templates = Templates::new(&input_nodes);
-    let mut variant = Variant {
-        signature,
-        device: device.clone(),
-        program: None,
-        checked: false,
-        params: Vec::new(),
-        arg_sizes: Vec::new(),
-        outputs: Vec::new(),
-        fresh: Vec::new(),
-        assigned: Vec::new(),
-        grads: Vec::new(),
-        donations: Vec::new(),
-        returned: Vec::new(),
-        kept: Kept::default(),
-    };
-    if let Some(s) = &synced {
-        variant.program = Some(s.ran.exe.clone());
-        variant.checked = s.ran.outputs_checked;
-        for d in &s.ran.params {
-            let (source, guard) = sources
-                .get(&Arc::as_ptr(d))
-                .cloned()
-                .unwrap_or_else(|| (ParamSource::Const(d.clone()), None));
-            variant.params.push(Param { source, guard });
-        }
-        for v in &s.ran.arg_vars {
-            let at = templates.input_dim(v.0.id).ok_or_else(|| {
-                Error::invalid(
-                    "capture",
-                    "the step uses the size of a tensor that is neither an input nor computed \
-                     in the step; pass that tensor as an input",
-                )
-            })?;
-            variant.arg_sizes.push(at);
-        }
-        let mut at = 0;
-        for (r, d) in s.roots.iter().zip(&s.data_nodes) {
-            let bounds = crate::runtime::device_data::of(d)
-                .map(|d| d.bounds().into())
-                .ok_or_else(|| Error::internal("capture", "a result without data"))?;
-            variant.outputs.push(templates.output(r, at, bounds));
-            at += ExecOutputs::of_result(&r.shape);
-        }
+    for v in &s.ran.arg_vars {
+        let at = templates.input_dim(v.0.id).ok_or_else(|| {
+            Error::invalid(
+                "capture",
+                "the step uses the size of a tensor that is neither an input nor computed \
+                 in the step; pass that tensor as an input",
+            )
+        })?;
+        variant.arg_sizes.push(at);
     }
-    variant.fresh = templates.fresh;
-    let unsynced = || Error::internal("capture", "a pending tensor the sync did not compute");
-    for t in &pending {
-        if t.id() < first_new {
-            let i = root_of(t).ok_or_else(unsynced)?;
-            variant.assigned.push((Arc::downgrade(&t.inner), i));
-        }
+    let mut at = 0;
+    for (r, d) in s.roots.iter().zip(&s.data_nodes) {
+        let bounds = crate::runtime::device_data::of(d)
+            .map(|d| d.bounds().into())
+            .ok_or_else(|| Error::internal("capture", "a result without data"))?;
+        variant.outputs.push(templates.output(r, at, bounds));
+        at += ExecOutputs::of_result(&r.shape);
     }
-    if let Some(s) = &synced {
-        // A donated parameter is the old value of the tensor that takes
-        // the result it aliases; anything else is never donated again.
-        for &(k, j) in &s.ran.aliases {
-            let ParamSource::State(w) = &variant.params[k].source else {
-                continue;
-            };
-            if variant.assigned.iter().any(|(t, i)| *i == j && t.ptr_eq(w)) {
-                variant.donations.push(k);
-            }
-        }
-    }
-    for (i, grad) in grads_after {
-        let set = match &grad {
-            None => None,
-            Some(g) => Some(root_of(g).ok_or_else(unsynced)?),
-        };
-        variant.grads.push(GradUpdate {
-            owner: before[i].tensor.clone(),
-            had_grad: before[i].grad.is_some(),
-            set,
-        });
-    }
-    for r in &returned {
-        let how = if let Some(k) = input_index(r) {
-            Returned::Input(k)
-        } else if let Some(i) = root_of(r).filter(|_| r.id() >= first_new) {
-            Returned::Output(i)
-        } else if r.id() < first_new {
-            Returned::Same(r.clone())
-        } else {
-            Returned::Const(r.node())
-        };
-        variant.returned.push(how);
-    }
-    variant.mark_in_place();
-    Ok((variant, returned))
+    Ok(())
 }
 
 /// Names the sizes of a program's results for replays: an input's size
