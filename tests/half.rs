@@ -282,6 +282,14 @@ backend_test! {
         assert!(x.is_dynamic());
         let s = x.sum_dims(&[0], false);
         assert_eq!(read_f32(&s), vec![9.0, 11.0, 13.0]);
+        // Reductions over the dynamic dim read their identity in its
+        // padding (filled in the half type, read widened to f32).
+        let m = x.neg().max_dims(&[0], false);
+        assert_eq!(read_f32(&m), vec![0.0, -0.5, -1.0]);
+        let a = x.neg().argmax(0);
+        assert_eq!(a.to_vec::<i64>().unwrap(), vec![0, 0, 0]);
+        let g = x.transpose(0, 1).matmul(&x); // contracts the dynamic dim
+        assert_eq!(read_f32(&g)[..3], [31.5, 36.0, 40.5]);
         let w = Tensor::ones(&[3, 2], DType::BF16);
         let y = x.matmul(&w);
         assert_eq!(y.dtype(), DType::BF16);
