@@ -34,8 +34,8 @@
 //!
 //! How each op keeps padding out: argmax/argmin reduce (value, index)
 //! pairs ordered by (is NaN, value, lower index), so the first NaN wins
-//! and padding, at higher indices, loses even a tie; a dot's both
-//! operands are zero along its contracted dims (the other's unspecified
+//! and padding, at higher indices, loses even a tie; both operands of a
+//! dot are zero along its contracted dims (the other's unspecified
 //! padding may be infinite, and `0 * inf` is NaN), except a checked
 //! product (`guarded`); an
 //! `index_select` or `index_add` whose index is a count (`arange`, as the
@@ -60,8 +60,9 @@
 //!
 //! The lowering runs the passes of `ir::passes::LOWERING` first (shared
 //! fills, the forms of products, checked products, masked zones, the
-//! fills each op reads: decisions made as IR rewrites, which `debug::lowered_ir_text` prints),
-//! then is ONE exhaustive `match` over [`Op`] ([`Ctx::node`]).
+//! fills each op reads: decisions made as IR rewrites, which
+//! `debug::lowered_ir_text` prints), then is ONE exhaustive `match` over
+//! [`Op`] ([`Ctx::node`]).
 
 mod backing;
 mod collective;
