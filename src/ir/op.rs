@@ -77,6 +77,16 @@ impl PadFill {
         }
     }
 
+    /// The identity of the window reduction `kind`.
+    pub fn window_identity(kind: WindowKind) -> PadFill {
+        match kind {
+            WindowKind::Sum => PadFill::Zero,
+            WindowKind::Product => PadFill::One,
+            WindowKind::Max => PadFill::Lowest,
+            WindowKind::Min => PadFill::Highest,
+        }
+    }
+
     /// The value that never wins the arg-reduction `kind`.
     pub fn worst(kind: ArgKind) -> PadFill {
         match kind {

@@ -6,10 +6,10 @@
 //! zeroes the smaller operand only and checks the result
 //! (`backend::pjrt::lower::guarded` says why the check makes it exact
 //! and writes it). The larger operand is left raw unless its padding is
-//! zero already (an `Op::FillPadding` of zeros along the contracted dims), where
-//! the plain product costs nothing more. [`super::shared_fill`] reads the
-//! same rule ([`program_raw_side`]) so as not to zero what this pass
-//! leaves raw.
+//! zero already (an `Op::FillPadding` of zeros along the contracted
+//! dims), where the plain product costs nothing more.
+//! [`super::shared_fill`] reads the same rule ([`program_raw_side`]) so
+//! as not to zero what this pass leaves raw.
 
 pub(crate) use crate::ir::dot::Side;
 use crate::ir::program::Program;

@@ -30,7 +30,7 @@
 
 use super::Rewrite;
 use crate::ir::program::{PNode, Program};
-use crate::ir::{Op, PadFill, WindowKind};
+use crate::ir::{Op, PadFill};
 
 /// One fill an op needs: operand `slot`, along `dims` (`None`: every
 /// dim), with `fill`.
@@ -63,13 +63,7 @@ fn needs(program: &Program, i: usize) -> Vec<Need> {
             v
         }
         Op::ReduceWindow { kind, .. } => {
-            let fill = match kind {
-                WindowKind::Sum => PadFill::Zero,
-                WindowKind::Product => PadFill::One,
-                WindowKind::Max => PadFill::Lowest,
-                WindowKind::Min => PadFill::Highest,
-            };
-            vec![need(0, None, fill)]
+            vec![need(0, None, PadFill::window_identity(*kind))]
         }
         Op::SelectAndScatter { kind, .. } => vec![
             need(0, None, PadFill::worst(*kind)),

@@ -9,9 +9,9 @@
 //! consumer, and XLA materializes each selected copy for its product:
 //! three vocabulary-sized passes where one does. So this pass zeroes such
 //! a value's padding once, right where it is defined, along every dim
-//! some consumer needs zeroed: an [`Op::FillPadding`] node (`shared`) after it that
-//! every reader (its outputs, the sizes read from it) reads instead, and
-//! the consumers find those dims already zero and select nothing.
+//! some consumer needs zeroed: a shared [`Op::FillPadding`] node after it
+//! that every reader (its outputs, the sizes read from it) reads instead,
+//! and the consumers find those dims already zero and select nothing.
 //!
 //! The lowering writes the zeroed value through an
 //! `optimization_barrier`, so XLA writes it once and every consumer reads
@@ -76,8 +76,8 @@ pub(crate) fn zero_once(program: &Program) -> Vec<Option<Vec<usize>>> {
         .collect()
 }
 
-/// The pass: a shared `Op::FillPadding` of zeros after each value of [`zero_once`],
-/// read in its place.
+/// The pass: a shared `Op::FillPadding` of zeros after each value of
+/// [`zero_once`], read in its place.
 pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
     let zero = zero_once(program);
     if zero.iter().all(Option::is_none) {

@@ -9,7 +9,7 @@
 use super::emit::{arr, Elt, Ty, V};
 use super::reduce::{arg_pick, pick_body};
 use super::Ctx;
-use crate::ir::{ArgKind, CmpOp, Window, WindowKind};
+use crate::ir::{ArgKind, CmpOp, PadFill, Window, WindowKind};
 
 /// The attributes every window op shares.
 fn window_attrs(w: &Window) -> String {
@@ -35,12 +35,7 @@ impl Ctx<'_> {
             return x.clone();
         }
         let e = x.ty.elt;
-        let identity = match kind {
-            WindowKind::Sum => e.literal(0.0),
-            WindowKind::Product => e.literal(1.0),
-            WindowKind::Max => e.lowest(),
-            WindowKind::Min => e.highest(),
-        };
+        let identity = e.fill(PadFill::window_identity(kind));
         // Dynamic dims keep their size (see `ir::window`); the padding
         // holds the identity (`ir::passes::operand_fills`).
         let sizes = self.sizes_of(x);
@@ -99,10 +94,11 @@ impl Ctx<'_> {
         }
         let e = x.ty.elt;
         let sizes = self.sizes_of(x);
-        let (dir, worst) = match kind {
-            ArgKind::Max => (CmpOp::Gt, e.lowest()),
-            ArgKind::Min => (CmpOp::Lt, e.highest()),
+        let dir = match kind {
+            ArgKind::Max => CmpOp::Gt,
+            ArgKind::Min => CmpOp::Lt,
         };
+        let worst = e.fill(PadFill::worst(kind));
         // The operand's padding holds the worst value, the source's 0
         // (`ir::passes::operand_fills`).
         let xs = self.padded(x, None);
