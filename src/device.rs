@@ -1,7 +1,8 @@
 //! Devices: where tensors live and programs run.
 
-use crate::backend::pjrt::{discover, PjrtBackend, PjrtReplicas};
-use crate::backend::reference::{ReferenceBackend, ReferenceReplicas, ReferenceSpmd};
+use crate::backend::group::{Group, Placement};
+use crate::backend::pjrt::{discover, PjrtBackend};
+use crate::backend::reference::ReferenceBackend;
 use crate::backend::Backend;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -627,6 +628,10 @@ impl Device {
         if let Some(d) = cache.get(&key) {
             return Ok(d.clone());
         }
+        let placement = match partitioned {
+            true => Placement::Mesh(devices.len()),
+            false => Placement::Replicas(devices.len()),
+        };
         let backend: Arc<dyn Backend> = if REFERENCE_DEVICES.iter().any(|r| r.same(first)) {
             let index = |d: &Device| {
                 REFERENCE_DEVICES
@@ -634,11 +639,11 @@ impl Device {
                     .position(|r| r.same(d))
                     .unwrap_or(0)
             };
-            let indices = devices.iter().map(index).collect();
-            match partitioned {
-                true => Arc::new(ReferenceSpmd::new(indices)),
-                false => Arc::new(ReferenceReplicas::new(indices)),
-            }
+            let members = devices
+                .iter()
+                .map(|d| ReferenceBackend::device(index(d)))
+                .collect();
+            Arc::new(Group::new(members, placement)?)
         } else {
             let backends = devices
                 .iter()
@@ -649,10 +654,10 @@ impl Device {
                         .ok_or_else(|| invalid(format!("{} is not a PJRT device", d.name())))
                 })
                 .collect::<crate::Result<Vec<&PjrtBackend>>>()?;
-            match partitioned {
-                true => Arc::new(PjrtReplicas::partitioned(&backends)?),
-                false => Arc::new(PjrtReplicas::new(&backends)?),
-            }
+            Arc::new(Group::new(
+                PjrtBackend::group_members(&backends)?,
+                placement,
+            )?)
         };
         let name = backend.name();
         let d = Device(Arc::new(DeviceInner {
@@ -671,7 +676,7 @@ impl Device {
     /// assert_eq!(lazyxla::Device::reference().replica_count(), 1);
     /// ```
     pub fn replica_count(&self) -> usize {
-        self.backend().replicas()
+        self.backend().placement().replicas()
     }
 
     /// The device of each replica: the devices of a

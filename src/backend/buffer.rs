@@ -22,14 +22,13 @@ pub(crate) enum Storage {
     /// A PJRT buffer that a program running on the dispatch thread
     /// computes (`pjrt::ffi::dispatch`): waited for on first use.
     PjrtPending(Box<pjrt::ffi::dispatch::PendingBuffer>),
-    /// One buffer per replica, on a replicated backend (see
-    /// `Backend::replicas`): replica `r`'s is on the backend's device `r`.
+    /// One whole value per device of a group (`backend::group`): replica
+    /// `r`'s, or a mesh's copy on device `r`, held by member `r`.
     Replicas(Box<[DeviceBuffer]>),
-    /// A value split over the devices of an SPMD backend (see
-    /// the `sharding` module): the sharding, and per device its piece
-    /// (the piece of partition `p` is `parts[p]`, padded to the shard
-    /// shape). The reference backend, which runs the unpartitioned
-    /// program, keeps one part: the whole value.
+    /// A value split over the devices of a mesh (see the `sharding`
+    /// module): the sharding, and per device its piece (the piece of
+    /// partition `p` is `parts[p]`, padded to the shard shape), on
+    /// either backend.
     Shards(Box<Shards>),
 }
 

@@ -6,10 +6,12 @@
 mod buffer;
 pub(crate) mod cpu_devices;
 pub(crate) mod cpu_dispatch;
+pub(crate) mod group;
 pub mod pjrt;
 pub(crate) mod reference;
 
 pub(crate) use buffer::{DeviceBuffer, Shards, Storage};
+pub(crate) use group::Placement;
 
 use crate::error::Result;
 use crate::host::HostArray;
@@ -159,21 +161,13 @@ pub(crate) trait Backend: Send + Sync {
         None
     }
 
-    // ----- several devices (see `replicas` and DESIGN.md "Several devices") -----
+    // ----- several devices (`group`, DESIGN.md "Several devices") -----
 
-    /// How many replicas run each program: 1 for one device; `n` for a
-    /// replicated backend, whose buffers hold one buffer per replica
-    /// ([`Storage::Replicas`]) and whose programs run on its `n` devices
-    /// at once.
-    fn replicas(&self) -> usize {
-        1
-    }
-
-    /// How many partitions run each program: `n` for an SPMD backend
-    /// (one program split over its `n` devices by the values'
-    /// shardings, the `sharding` module), else 1.
-    fn partitions(&self) -> usize {
-        1
+    /// Where this backend's programs run and its values live: one
+    /// device, or a [`group::Group`] of replicas or of a mesh, whose
+    /// buffers hold one buffer per device.
+    fn placement(&self) -> Placement {
+        Placement::One
     }
 
     /// Uploads one host array per replica (`hosts.len() == replicas()`),

@@ -158,7 +158,7 @@ fn keep_placement(
     roots: &[Arc<Node>],
     holders: &Holders,
 ) -> Option<Vec<Arc<Node>>> {
-    let n = device.backend().partitions();
+    let n = device.backend().placement().partitions();
     if n == 1 || holders.updates.is_empty() {
         return None;
     }

@@ -24,9 +24,8 @@ impl Device {
     /// [`MemoryStats`]), counting each buffer once however many tensors
     /// share it: data on this device, the device's replica of data on a
     /// replicated device, and its piece of data on a mesh
-    /// ([`crate::sharding`]). Host data not uploaded yet is not counted.
-    /// On the reference backend a mesh's data is whole on every device
-    /// (it runs the unpartitioned program).
+    /// ([`crate::sharding`]), on either backend. Host data not uploaded
+    /// yet is not counted.
     ///
     /// ```
     /// use lazyxla::{Device, Tensor, DType};
@@ -48,24 +47,15 @@ impl Device {
             if !seen.insert(Arc::as_ptr(&data)) || data.host_copy().is_some() {
                 continue;
             }
-            let Some(at) = data
-                .device
-                .replica_devices()
-                .iter()
-                .position(|m| m.same(self))
-            else {
+            if !data.device.replica_devices().iter().any(|m| m.same(self)) {
                 continue;
-            };
+            }
             let Ok(buffer) = data.buffer() else {
                 continue;
             };
             let elt = node.dtype.size_in_bytes();
-            // A PJRT mesh holds one piece per device; the reference
-            // keeps the whole value (one part).
             let dims: Vec<usize> = match buffer.storage() {
-                Storage::Shards(s) if s.parts.len() > at && s.parts.len() > 1 => {
-                    s.sharding.shard_shape(data.bounds())
-                }
+                Storage::Shards(s) => s.sharding.shard_shape(data.bounds()),
                 _ => data.bounds().to_vec(),
             };
             stats.live_bytes += dims.iter().product::<usize>() * elt;

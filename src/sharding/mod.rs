@@ -19,9 +19,10 @@
 //! replaces (its new value is constrained to it), so a parameter stays
 //! split as it was marked and the next step is the same program.
 //!
-//! The reference backend runs the unpartitioned program on whole values
-//! (the oracle of the differential tests); its results are sharded where
-//! the program constrains them.
+//! The reference backend keeps the same pieces on its devices and runs
+//! the unpartitioned program on the whole values they make (the oracle of
+//! the differential tests); its results are split where the program
+//! constrains them.
 //!
 //! An uneven split pads the last pieces (XLA's convention): a dim of 10
 //! over 4 devices has pieces of 3, 3, 3 and 1 real rows.

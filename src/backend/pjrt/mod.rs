@@ -17,11 +17,9 @@ mod at_exit;
 pub(crate) mod discover;
 mod lower;
 pub(crate) mod persistent;
+mod placed;
 pub(crate) mod recording;
-mod replicas;
 mod spmd;
-
-pub(crate) use replicas::PjrtReplicas;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::dtype::DType;
@@ -49,6 +47,12 @@ pub(crate) struct PjrtExecutable {
     /// How long its last run inside the execute call took, in µs (see
     /// [`LONG_PROGRAM_US`]).
     last_run_us: Arc<AtomicU64>,
+    /// For a group's program (`placed`): the launch slot of each member
+    /// (empty on one device).
+    slot_of: Vec<usize>,
+    /// For a mesh's program: the sharding XLA chose for each output, in
+    /// `ExecOutputs` order (`None`: whole on every device).
+    shardings: Vec<Option<Arc<crate::ir::sharding::Sharding>>>,
 }
 
 /// A program whose last run took at least this long (µs) runs on the
@@ -516,6 +520,8 @@ impl Backend for PjrtBackend {
             },
             ran_once: AtomicBool::new(false),
             last_run_us: Arc::new(AtomicU64::new(0)),
+            slot_of: Vec::new(),
+            shardings: Vec::new(),
         }))
     }
 
@@ -705,7 +711,7 @@ impl Backend for PjrtBackend {
             Storage::Shards(_) => return Ok(None),
             _ => buffer,
         };
-        let (Some(b), true) = (source.pjrt(), replicas::same_client(from, &self.client)) else {
+        let (Some(b), true) = (source.pjrt(), placed::same_client(from, &self.client)) else {
             return Ok(None);
         };
         let b = b.map_err(|e| self.failed_earlier("copy between devices", e))?;

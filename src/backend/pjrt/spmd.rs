@@ -288,37 +288,6 @@ pub(super) fn explain(program: &crate::ir::program::Program, message: &str) -> O
     ))
 }
 
-/// Host data of shape `dims` (row-major bytes of `elt` bytes each) cut
-/// into device `p`'s piece: its block, zero-padded to the shard shape.
-pub(crate) fn piece(bytes: &[u8], dims: &[usize], s: &Sharding, p: usize, elt: usize) -> Vec<u8> {
-    let shard = s.shard_shape(dims);
-    let block = s.block(p, dims);
-    let mut out = vec![0u8; shard.iter().product::<usize>() * elt];
-    let at: Vec<usize> = block.iter().map(|b| b.0).collect();
-    let extent: Vec<usize> = block.iter().map(|b| b.1).collect();
-    let zero = vec![0; dims.len()];
-    crate::ir::sharding::copy_block(bytes, dims, &at, &mut out, &shard, &zero, &extent, elt);
-    out
-}
-
-/// Writes device `p`'s piece (`piece`, of the shard shape) into `out`,
-/// the row-major bytes of the whole value of shape `dims`.
-pub(crate) fn place(
-    out: &mut [u8],
-    dims: &[usize],
-    s: &Sharding,
-    p: usize,
-    piece: &[u8],
-    elt: usize,
-) {
-    let shard = s.shard_shape(dims);
-    let block = s.block(p, dims);
-    let at: Vec<usize> = block.iter().map(|b| b.0).collect();
-    let extent: Vec<usize> = block.iter().map(|b| b.1).collect();
-    let zero = vec![0; dims.len()];
-    crate::ir::sharding::copy_block(piece, &shard, &zero, out, dims, &at, &extent, elt);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,19 +304,5 @@ mod tests {
         assert_eq!(s.hlo(), "{devices=[2,2]0,2,1,3}");
         assert!(op_sharding(&[0x08, 0], 4).unwrap().is_none());
         assert!(op_sharding(&[0x08, 1], 4).is_err());
-    }
-
-    #[test]
-    fn pieces_round_trip() {
-        let s = Sharding::new(vec![2, 2], 1, vec![0, 1, 2, 3]).unwrap();
-        let dims = [3, 3];
-        let data: Vec<u8> = (0..9).collect();
-        let mut whole = vec![0u8; 9];
-        for p in 0..4 {
-            let part = piece(&data, &dims, &s, p, 1);
-            assert_eq!(part.len(), 4);
-            place(&mut whole, &dims, &s, p, &part, 1);
-        }
-        assert_eq!(whole, data);
     }
 }

@@ -1,5 +1,5 @@
 //! The collectives on the reference backend: the replicas of one execution
-//! run as threads of this process (`replicas.rs`), each evaluating the
+//! run as threads of this process (`placed.rs`), each evaluating the
 //! program with `eval::run`, and meet at every collective to exchange
 //! their operands, as devices do. Outside a replicated execution a thread
 //! is replica 0 of 1, so a collective is the identity.

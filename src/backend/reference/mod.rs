@@ -13,12 +13,8 @@ mod indexing;
 mod kernels;
 mod layout;
 mod loops;
-mod replicas;
-mod spmd;
+mod placed;
 mod window;
-
-pub(crate) use replicas::ReferenceReplicas;
-pub(crate) use spmd::ReferenceSpmd;
 
 use super::{Backend, DeviceBuffer, ExecArgs, ExecOutputs, ExecutableRef, SizeArg, Storage};
 use crate::error::{Error, Result};
@@ -61,11 +57,13 @@ impl ReferenceBackend {
 type Params = Vec<(HostArray, Vec<i64>)>;
 
 /// The parameters of one execution as arrays of their real shapes and
-/// their dynamic sizes, and the size arguments, with `pick` choosing each
-/// buffer's part (a replica's, for a replicated execution).
+/// their dynamic sizes, and the size arguments: `pick` chooses the part
+/// of a size buffer to read (a replica's, in a group), `value` makes
+/// parameter `k`'s array from its buffer and its dynamic sizes.
 fn exec_inputs<'a>(
     args: &ExecArgs<'a>,
     pick: impl Fn(&'a DeviceBuffer) -> Result<&'a DeviceBuffer>,
+    value: impl Fn(usize, &'a DeviceBuffer, &[i64]) -> Result<HostArray>,
 ) -> Result<(Params, Vec<i64>)> {
     let size = |s: &SizeArg<'a>| -> Result<i64> {
         match s {
@@ -76,10 +74,10 @@ fn exec_inputs<'a>(
     let params = args
         .params
         .iter()
-        .map(|(b, sizes)| {
-            let a = array(pick(b)?, "execute")?;
+        .enumerate()
+        .map(|(k, (b, sizes))| {
             let s = sizes.iter().map(size).collect::<Result<Vec<_>>>()?;
-            Ok((a.clone(), s))
+            Ok((value(k, b, &s)?, s))
         })
         .collect::<Result<_>>()?;
     let vars = args.vars.iter().map(size).collect::<Result<Vec<_>>>()?;
@@ -123,26 +121,26 @@ fn exec_outputs(
     Ok(out)
 }
 
-/// A copy of a reference buffer (or of a replicated one's first replica).
+/// A copy of a reference buffer (or of a replicated one's first
+/// replica); a split value's pieces are put together by the caller.
 fn copy_buffer(b: &DeviceBuffer) -> Result<DeviceBuffer> {
     Ok(match b.storage() {
         Storage::Reference(a) => DeviceBuffer::new(Storage::Reference(a.clone())),
         Storage::ReferenceSize(v) => DeviceBuffer::new(Storage::ReferenceSize(*v)),
         Storage::Replicas(_) => copy_buffer(b.replica(0)?)?,
-        // The reference keeps a sharded value whole (its one part).
-        Storage::Shards(_) => copy_buffer(b.replica(0)?)?,
+        Storage::Shards(_) => return Err(err("copy", "the pieces of a split value")),
         Storage::Pjrt(_) | Storage::PjrtPending(_) => {
             return Err(err("copy", "a buffer from another backend"))
         }
     })
 }
 
-/// True when `b` is a reference backend (one device or replicated).
+/// True when `b` is a reference backend (one device or a group).
 fn is_reference(b: &dyn Backend) -> bool {
     b.as_any().is_some_and(|a| {
         a.downcast_ref::<ReferenceBackend>().is_some()
-            || a.downcast_ref::<ReferenceReplicas>().is_some()
-            || a.downcast_ref::<ReferenceSpmd>().is_some()
+            || a.downcast_ref::<super::group::Group<ReferenceBackend>>()
+                .is_some()
     })
 }
 
@@ -185,7 +183,8 @@ impl Backend for ReferenceBackend {
     }
 
     fn copy_from(&self, from: &dyn Backend, buffer: &DeviceBuffer) -> Result<Option<DeviceBuffer>> {
-        if !is_reference(from) {
+        // A split value is put together on the host.
+        if !is_reference(from) || buffer.sharding().is_some() {
             return Ok(None);
         }
         copy_buffer(buffer).map(Some)
@@ -208,7 +207,7 @@ impl Backend for ReferenceBackend {
         let program = exe
             .downcast_ref::<Program>()
             .ok_or_else(|| err("execute", "an executable from another backend"))?;
-        let (params, var_args) = exec_inputs(args, Ok)?;
+        let (params, var_args) = exec_inputs(args, Ok, |_, b, _| array(b, "execute").cloned())?;
         let values = eval::run(program, params, &var_args)?;
         let out = exec_outputs(program, &values, &var_args)?;
         Ok(ExecOutputs::new(out))

@@ -1,5 +1,5 @@
 //! The collectives, in replica mode: the program is the per-device
-//! program, compiled with `num_replicas = n` (see `pjrt/replicas.rs`), and
+//! program, compiled with `num_replicas = n` (see `pjrt/placed.rs`), and
 //! each collective names the replicas `0..n` as one group, with no
 //! channel (`reference/mlir/multi/*_replicas.mlir` is the form measured
 //! on both CPU plugins). Operands are static (inference refuses bounded
