@@ -478,3 +478,43 @@ backend_test! {
         assert_close(&params[1].to_vec::<f32>().unwrap(), &get("bias").to_vec::<f32>().unwrap(), 1e-5);
     }
 }
+
+backend_test! {
+    /// Gradients cleared right after the update are no results of the
+    /// step's program (README, "Memory"): it returns the parameters and
+    /// the loss only, where clearing them before the next step returns
+    /// the gradients too; both orders train the same values.
+    fn gradients_cleared_after_the_step_are_no_results() {
+        let run = |clear_after: bool| {
+            let (w, b) = params(&[0.1, -0.2, 0.3, 0.4, -0.5, 0.6], &[0.05, -0.05]);
+            let mut opt = Sgd::new(vec![w.clone(), b.clone()], 0.1);
+            let x = Tensor::from_vec(vec![0.5f32, -1.0, 0.25, 1.0, 0.0, -0.5], &[2, 3]).unwrap();
+            let mut outputs = Vec::new();
+            for _ in 0..3 {
+                if !clear_after {
+                    opt.zero_grad();
+                }
+                let loss = (&(&w * &x) + &b).tanh().square().sum();
+                loss.backward();
+                opt.step();
+                if clear_after {
+                    opt.zero_grad();
+                }
+                lazyxla::debug::clear_compile_cache();
+                mark_step().unwrap();
+                outputs.push(lazyxla::debug::compile_log().last().unwrap().outputs);
+                assert_eq!(w.grad().is_some(), !clear_after);
+                drop(loss);
+            }
+            (values(&w), values(&b), outputs)
+        };
+        let (w1, b1, cleared_first) = run(false);
+        let (w2, b2, cleared_after) = run(true);
+        // Two programs: XLA may fuse them differently.
+        assert_close(&w1, &w2, 1e-6);
+        assert_close(&b1, &b2, 1e-6);
+        // w, b and the loss, and the two gradients when they are kept.
+        assert_eq!(cleared_after, vec![3; 3]);
+        assert_eq!(cleared_first, vec![5; 3]);
+    }
+}

@@ -307,8 +307,8 @@ fn detect_loss(
     &cls + &nn::smooth_l1_loss(&pred, &target)
 }
 
-/// A training step on step `i`'s inputs: clear the gradients, take the
-/// loss, backward, update, read the loss. The loss is built in a function,
+/// A training step on step `i`'s inputs: take the loss, backward,
+/// update, clear the gradients, read the loss. The loss is built in a function,
 /// as `examples/train_detector.rs` builds it, so the step's intermediates
 /// are dropped before the sync and are not computed as results. Lazily,
 /// each step records and syncs with `mark_step`; with `captured`, the step
@@ -321,10 +321,14 @@ fn train_step<O: Optimizer + 'static, const N: usize>(
     captured: bool,
 ) -> Step {
     let mut step = move |x: &[Tensor]| {
-        opt.zero_grad();
         let loss = loss(x);
         loss.backward();
         opt.step();
+        // Nothing reads the gradients after the update: cleared here,
+        // they are not results of the step's program (as in the JAX
+        // twins, whose step returns none), which saves their memory and
+        // more (GPT-2 small: 2.8 GB peak against 4.1; README, "Memory").
+        opt.zero_grad();
         vec![loss]
     };
     if captured {
