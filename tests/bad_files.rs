@@ -11,26 +11,21 @@ mod common;
 
 use lazyxla::nn::{self, Linear, Module};
 use lazyxla::{safetensors, Device, Tensor};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lazyxla-bad-files-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-/// A valid file of one `f32[2, 3]` tensor named `w`, and its bytes.
-fn valid() -> (PathBuf, Vec<u8>) {
-    let path = scratch("valid.safetensors");
+/// A valid file in `dir` of one `f32[2, 3]` tensor named `w`, and its
+/// bytes.
+fn valid(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let path = dir.join("valid.safetensors");
     let w = Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[2, 3]).unwrap();
     safetensors::save(&path, &[("w".into(), w)]).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     (path, bytes)
 }
 
-/// A file whose JSON header is `header` followed by `data`.
-fn with_header(name: &str, header: &str, data: &[u8]) -> PathBuf {
-    let path = scratch(name);
+/// A file in `dir` whose JSON header is `header` followed by `data`.
+fn with_header(dir: &Path, name: &str, header: &str, data: &[u8]) -> PathBuf {
+    let path = dir.join(name);
     let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
     bytes.extend_from_slice(header.as_bytes());
     bytes.extend_from_slice(data);
@@ -41,8 +36,10 @@ fn with_header(name: &str, header: &str, data: &[u8]) -> PathBuf {
 #[test]
 fn damaged_safetensors_files_are_errors_naming_the_file() {
     let _g = common::lock();
+    let scratch = common::scratch();
+    let dir = scratch.path();
     Device::reference().scoped(|| {
-        let (_, bytes) = valid();
+        let (_, bytes) = valid(dir);
         let load_err = |path: &PathBuf| {
             let e = safetensors::load(path).expect_err("an error").to_string();
             assert!(
@@ -53,12 +50,12 @@ fn damaged_safetensors_files_are_errors_naming_the_file() {
         };
         // Truncated anywhere: in the length, the header or the data.
         for cut in [3, 20, bytes.len() - 4] {
-            let path = scratch(&format!("cut{cut}.safetensors"));
+            let path = dir.join(format!("cut{cut}.safetensors"));
             std::fs::write(&path, &bytes[..cut]).unwrap();
             load_err(&path);
         }
         // A header longer than the file.
-        let path = scratch("long.safetensors");
+        let path = dir.join("long.safetensors");
         let mut long = (1u64 << 40).to_le_bytes().to_vec();
         long.extend_from_slice(b"{}");
         std::fs::write(&path, long).unwrap();
@@ -81,15 +78,20 @@ fn damaged_safetensors_files_are_errors_naming_the_file() {
             ),
             ("json", r#"{"w":{"dtype":"F32","shape":[2,3]"#),
         ] {
-            load_err(&with_header(&format!("{name}.safetensors"), header, &data));
+            load_err(&with_header(
+                dir,
+                &format!("{name}.safetensors"),
+                header,
+                &data,
+            ));
         }
         // Not safetensors at all; no file.
-        let path = scratch("text.safetensors");
+        let path = dir.join("text.safetensors");
         std::fs::write(&path, "just some text, not a checkpoint").unwrap();
         load_err(&path);
-        load_err(&scratch("missing.safetensors"));
+        load_err(&dir.join("missing.safetensors"));
         // The runtime is fine afterwards.
-        let (path, _) = valid();
+        let (path, _) = valid(dir);
         assert_eq!(
             safetensors::load(&path).unwrap()[0]
                 .1

@@ -19,17 +19,6 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A fresh file path under the system temp dir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "lazyxla-checkpoint-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 fn get<'a>(named: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
     &named
         .iter()
@@ -51,7 +40,8 @@ backend_test! {
             ("selected".into(), x.masked_select(&x.lt_scalar(1.0))),
             ("empty".into(), Tensor::zeros(&[0, 3], DType::F32)),
         ];
-        let path = scratch("all.safetensors");
+        let scratch = common::scratch();
+        let path = scratch.path().join("all.safetensors");
         safetensors::save(&path, &named).unwrap();
         let back = safetensors::load(&path).unwrap();
         assert_eq!(back.len(), named.len());
@@ -67,7 +57,7 @@ backend_test! {
         assert_eq!(get(&back, "i64").to_vec::<i64>().unwrap(), vec![i64::MAX]);
         let err = safetensors::save(&path, &[("a".into(), x.clone()), ("a".into(), x)]).unwrap_err();
         assert!(err.to_string().contains("\"a\""), "{err}");
-        let err = safetensors::load(scratch("missing.safetensors")).unwrap_err();
+        let err = safetensors::load(scratch.path().join("missing.safetensors")).unwrap_err();
         assert!(err.to_string().contains("missing.safetensors"), "{err}");
     }
 }
@@ -87,7 +77,8 @@ backend_test! {
         // Saved by lazyxla and loaded again: the same model.
         let mut named = model.named_parameters();
         named.extend(model.named_buffers());
-        let path = scratch("resnet.safetensors");
+        let scratch = common::scratch();
+        let path = scratch.path().join("resnet.safetensors");
         safetensors::save(&path, &named).unwrap();
         if let Ok(out) = std::env::var("LAZYXLA_WRITE_CHECKPOINT") {
             // For `gen_checkpoint.py --check`: PyTorch reads lazyxla's file.

@@ -188,9 +188,10 @@ backend_test! {
 }
 
 /// A copy of the tiny model whose `config.json` is `edit`ed.
-fn with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lazyxla-gpt2-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// The copy is removed when the directory is dropped.
+fn with_config(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let scratch = common::scratch();
+    let dir = scratch.path();
     let tiny = fixtures().join("tiny");
     let mut config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tiny.join("config.json")).unwrap()).unwrap();
@@ -201,7 +202,7 @@ fn with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf
         dir.join("model.safetensors"),
     )
     .unwrap();
-    dir
+    scratch
 }
 
 #[test]
@@ -215,27 +216,31 @@ fn files_that_do_not_match_are_clear_errors() {
                 .to_string()
         };
         // A config that disagrees with the weights: the tensor and both shapes.
-        let dir = with_config("wide", |c| c["n_embd"] = 96.into());
-        let e = err(&dir);
+        let dir = with_config(|c| c["n_embd"] = 96.into());
+        let e = err(dir.path());
         assert!(
             e.contains("\"wte.weight\"") && e.contains("[512, 64]") && e.contains("[512, 96]"),
             "{e}"
         );
-        let dir = with_config("layers", |c| c["n_layer"] = 3.into());
-        let e = err(&dir);
+        let dir = with_config(|c| c["n_layer"] = 3.into());
+        let e = err(dir.path());
         assert!(e.contains("no tensor \"h.2.ln_1.weight\""), "{e}");
-        let dir = with_config("act", |c| c["activation_function"] = "relu".into());
+        let dir = with_config(|c| c["activation_function"] = "relu".into());
         assert!(
-            err(&dir).contains("activation_function \"relu\""),
+            err(dir.path()).contains("activation_function \"relu\""),
             "{}",
-            err(&dir)
+            err(dir.path())
         );
-        let dir = with_config("missing", |c| {
+        let dir = with_config(|c| {
             c.as_object_mut().unwrap().remove("n_head");
         });
-        assert!(err(&dir).contains("\"n_head\" is missing"), "{}", err(&dir));
-        std::fs::write(dir.join("config.json"), "{not json").unwrap();
-        assert!(err(&dir).contains("not JSON"), "{}", err(&dir));
+        assert!(
+            err(dir.path()).contains("\"n_head\" is missing"),
+            "{}",
+            err(dir.path())
+        );
+        std::fs::write(dir.path().join("config.json"), "{not json").unwrap();
+        assert!(err(dir.path()).contains("not JSON"), "{}", err(dir.path()));
         let e = err(Path::new("/nonexistent/gpt2"));
         assert!(e.contains("/nonexistent/gpt2/config.json"), "{e}");
         // A prompt outside the vocabulary, or longer than the bound.

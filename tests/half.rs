@@ -185,9 +185,8 @@ backend_test! {
 
 #[test]
 fn safetensors_round_trips_halves() {
-    let dir = std::env::temp_dir().join(format!("lazyxla-half-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("halves.safetensors");
+    let dir = common::scratch();
+    let path = dir.path().join("halves.safetensors");
     let b = Tensor::from_vec(bf(&[1.0, -2.0, 0.1, 3e38]), &[2, 2]).unwrap();
     let h = Tensor::from_vec(hf(&[0.5, -65504.0, 1e-4]), &[3]).unwrap();
     safetensors::save(&path, &[("b".into(), b.clone()), ("h".into(), h.clone())]).unwrap();
@@ -205,7 +204,6 @@ fn safetensors_round_trips_halves() {
         back[1].1.to_vec::<f16>().unwrap(),
         h.to_vec::<f16>().unwrap()
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 backend_test! {

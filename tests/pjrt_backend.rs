@@ -51,13 +51,6 @@ fn in_child_on_pjrt(f: impl FnOnce()) {
     }
 }
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("lazyxla-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 // ----- discovery -----
 
 #[test]
@@ -190,8 +183,8 @@ fn unknown_pjrt_device_is_an_error() {
 
 #[test]
 fn a_file_that_is_no_plugin_names_its_path() {
-    let dir = temp_dir("badplugin");
-    let p = dir.join("not_a_plugin.so");
+    let dir = common::scratch();
+    let p = dir.path().join("not_a_plugin.so");
     std::fs::write(&p, b"this is not a shared library").unwrap();
     let e = Device::pjrt_from(&p).unwrap_err();
     assert!(matches!(e, lazyxla::Error::Plugin(_)), "{e:?}");
@@ -271,7 +264,8 @@ fn dump_writes_ir_and_stablehlo_per_program() {
     if is_child() || pjrt_device().is_none() {
         return;
     }
-    let dir = temp_dir("dump");
+    let scratch = common::scratch();
+    let dir = scratch.path();
     let plugin = lazyxla::debug::pjrt_plugin_path().unwrap();
     let (ok, out) = run_child(
         "child_dump",
@@ -307,10 +301,7 @@ fn compile_error_has_xla_message_and_dump_path() {
         panic!("expected a compile error, got {e:?}")
     };
     assert!(message.contains("frobnicate"), "{message}");
-    let at = message.find("dumped to ").expect("dump path") + "dumped to ".len();
-    let path = message[at..].trim_end_matches(')');
-    let text = std::fs::read_to_string(path).unwrap();
-    assert!(text.contains("frobnicate"));
+    assert!(common::take_dump(message).contains("frobnicate"));
 }
 
 // ----- device-resident data and compile counts -----

@@ -45,18 +45,6 @@ func.func @main(%x: tensor<2xf32>, %y: tensor<1xf32>) -> tensor<1xf32> {
   "func.return"(%s) : (tensor<1xf32>) -> ()
 }"#;
 
-/// Reads the program a compile error's `message` says was dumped, then
-/// removes the dump (and its folder, once empty).
-fn take_dump(message: &str) -> String {
-    let at = message.find("dumped to ").expect("dump path") + "dumped to ".len();
-    let hlo = std::path::Path::new(message[at..].trim_end_matches(')'));
-    let text = std::fs::read_to_string(hlo).unwrap();
-    let _ = std::fs::remove_file(hlo);
-    let _ = std::fs::remove_file(hlo.to_string_lossy().replace(".stablehlo.mlir", ".ir.txt"));
-    let _ = std::fs::remove_dir(hlo.parent().unwrap());
-    text
-}
-
 /// Checks that `message` reports the exception, of type `thrown`, as
 /// XLA's own failure.
 fn assert_reports_the_exception(message: &str, thrown: &str) {
@@ -87,12 +75,12 @@ fn an_exception_in_the_xla_compiler_is_a_compile_error_and_the_runtime_goes_on()
         };
         assert_reports_the_exception(message, "std::length_error: ");
         // The program was dumped for the report.
-        assert!(take_dump(message).contains("concatenate"));
+        assert!(common::take_dump(message).contains("concatenate"));
 
         // Again: a second throw is caught as well.
         let again = lazyxla::debug::pjrt_compile_text(&d, THROWS).unwrap_err();
         assert_reports_the_exception(&again.to_string(), "std::length_error: ");
-        take_dump(&again.to_string());
+        common::take_dump(&again.to_string());
 
         // The live tensors kept their values.
         assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);

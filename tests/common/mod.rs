@@ -212,3 +212,26 @@ impl Lcg {
             .collect()
     }
 }
+
+/// A scratch directory for one test's files, removed with its contents
+/// when dropped (also when the test fails): tests leave nothing in the
+/// system's temporary directory, however often the suite runs.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("lazyxla-test-")
+        .tempdir()
+        .expect("a temporary directory")
+}
+
+/// Reads the program a compile error's `message` says was dumped, then
+/// removes the dump (and its folder, once empty): the dump is for users,
+/// and tests leave none behind.
+pub fn take_dump(message: &str) -> String {
+    let at = message.find("dumped to ").expect("dump path") + "dumped to ".len();
+    let hlo = std::path::Path::new(message[at..].trim_end_matches(')'));
+    let text = std::fs::read_to_string(hlo).unwrap();
+    let _ = std::fs::remove_file(hlo);
+    let _ = std::fs::remove_file(hlo.to_string_lossy().replace(".stablehlo.mlir", ".ir.txt"));
+    let _ = std::fs::remove_dir(hlo.parent().unwrap());
+    text
+}
