@@ -275,7 +275,7 @@ fn dump_writes_ir_and_stablehlo_per_program() {
         ],
     );
     assert!(ok, "{out}");
-    let names: Vec<String> = std::fs::read_dir(&dir)
+    let names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
