@@ -164,6 +164,29 @@ impl<M: Member> Group<M> {
         Ok(DeviceBuffer::new(Storage::Replicas(parts.into())))
     }
 
+    /// A replicated buffer of one value per member, `upload(member r,
+    /// items[r])`; `items` (named `what` in the error) must be one each.
+    fn one_each<T>(
+        &self,
+        items: &[T],
+        what: &str,
+        upload: impl Fn(&M, &T) -> Result<DeviceBuffer>,
+    ) -> Result<DeviceBuffer> {
+        if items.len() != self.n() {
+            return Err(Error::internal(
+                "upload",
+                format!("{} {what} for {} replicas", items.len(), self.n()),
+            ));
+        }
+        let parts = self
+            .members
+            .iter()
+            .zip(items)
+            .map(|(m, x)| upload(m, x))
+            .collect::<Result<Vec<_>>>()?;
+        self.replicated("upload", parts)
+    }
+
     /// Each member's copy of `parts[r]` (every member's of `parts[0]`
     /// when there is one part); `None` when a member cannot copy it
     /// without the host.
@@ -246,35 +269,11 @@ impl<M: Member> Backend for Group<M> {
     }
 
     fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {
-        if hosts.len() != self.n() {
-            return Err(Error::internal(
-                "upload",
-                format!("{} arrays for {} replicas", hosts.len(), self.n()),
-            ));
-        }
-        let parts = self
-            .members
-            .iter()
-            .zip(hosts)
-            .map(|(m, h)| m.upload(h, bound))
-            .collect::<Result<Vec<_>>>()?;
-        self.replicated("upload", parts)
+        self.one_each(hosts, "arrays", |m, h| m.upload(h, bound))
     }
 
     fn upload_sizes(&self, sizes: &[i64]) -> Result<DeviceBuffer> {
-        if sizes.len() != self.n() {
-            return Err(Error::internal(
-                "upload",
-                format!("{} sizes for {} replicas", sizes.len(), self.n()),
-            ));
-        }
-        let parts = self
-            .members
-            .iter()
-            .zip(sizes)
-            .map(|(m, &v)| m.upload_size(v))
-            .collect::<Result<Vec<_>>>()?;
-        self.replicated("upload", parts)
+        self.one_each(sizes, "sizes", |m, &v| m.upload_size(v))
     }
 
     fn upload_sharded(&self, host: &HostArray, sharding: &Arc<Sharding>) -> Result<DeviceBuffer> {

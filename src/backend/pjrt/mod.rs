@@ -55,6 +55,46 @@ pub(crate) struct PjrtExecutable {
     shardings: Vec<Option<Arc<crate::ir::sharding::Sharding>>>,
 }
 
+impl PjrtExecutable {
+    /// `exe`, compiled from `program` lowered as `lowered`; `slot_of` and
+    /// `shardings` as the fields say (empty on one device).
+    fn new(
+        exe: Executable,
+        program: &Program,
+        lowered: &lower::Lowered,
+        slot_of: Vec<usize>,
+        shardings: Vec<Option<Arc<crate::ir::sharding::Sharding>>>,
+    ) -> PjrtExecutable {
+        PjrtExecutable {
+            exe: Arc::new(exe),
+            num_var_args: lowered.num_var_args,
+            checks: match lowered.checked {
+                true => program.checks(),
+                false => Vec::new(),
+            },
+            ran_once: AtomicBool::new(false),
+            last_run_us: Arc::new(AtomicU64::new(0)),
+            slot_of,
+            shardings,
+        }
+    }
+
+    /// An internal error unless `args` pass the size arguments it takes.
+    fn check_vars(&self, args: &ExecArgs<'_>) -> Result<()> {
+        if args.vars.len() == self.num_var_args {
+            return Ok(());
+        }
+        Err(Error::internal(
+            "pjrt execute",
+            format!(
+                "{} size arguments for a program that takes {}",
+                args.vars.len(),
+                self.num_var_args
+            ),
+        ))
+    }
+}
+
 /// A program whose last run took at least this long (µs) runs on the
 /// dispatch thread of an inline CPU client (`ffi::dispatch`); a shorter
 /// one inside the execute call. The hand-over costs two thread wake-ups
@@ -510,19 +550,8 @@ impl Backend for PjrtBackend {
         check_result_layout(program, &lowered)?;
         let ir = dump_ir(program, &lowered);
         let exe = self.compile_text(&ir, &lowered.text)?;
-        Ok(Arc::new(PjrtExecutable {
-            exe: Arc::new(exe),
-            num_var_args: lowered.num_var_args,
-            checks: if lowered.checked {
-                program.checks()
-            } else {
-                Vec::new()
-            },
-            ran_once: AtomicBool::new(false),
-            last_run_us: Arc::new(AtomicU64::new(0)),
-            slot_of: Vec::new(),
-            shardings: Vec::new(),
-        }))
+        let exe = PjrtExecutable::new(exe, program, &lowered, Vec::new(), Vec::new());
+        Ok(Arc::new(exe))
     }
 
     fn execute(&self, exe: &ExecutableRef, args: &ExecArgs<'_>) -> Result<ExecOutputs> {
@@ -533,16 +562,7 @@ impl Backend for PjrtBackend {
                 op: "execute",
                 message: "an executable from another backend".into(),
             })?;
-        if args.vars.len() != pe.num_var_args {
-            return Err(Error::internal(
-                "pjrt execute",
-                format!(
-                    "{} size arguments for a program that takes {}",
-                    args.vars.len(),
-                    pe.num_var_args
-                ),
-            ));
-        }
+        pe.check_vars(args)?;
         // Sizes known on the host become device scalars first, so that
         // every argument can then be borrowed in order.
         let mut host_sizes: SmallVec<[DeviceBuffer; 4]> = SmallVec::new();

@@ -29,7 +29,7 @@ use crate::backend::{Backend, DeviceBuffer, ExecArgs, ExecutableRef, SizeArg};
 use crate::error::{Error, Result};
 use crate::ir::program::Program;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// True when `backend` is a PJRT backend (one device or a group) of
@@ -234,19 +234,8 @@ impl Member for PjrtBackend {
             }
             Placement::One | Placement::Replicas(_) => Vec::new(),
         };
-        Ok(Arc::new(PjrtExecutable {
-            exe: Arc::new(exe),
-            num_var_args: lowered.num_var_args,
-            checks: if lowered.checked {
-                program.checks()
-            } else {
-                Vec::new()
-            },
-            ran_once: AtomicBool::new(false),
-            last_run_us: Arc::new(AtomicU64::new(0)),
-            slot_of,
-            shardings,
-        }))
+        let exe = PjrtExecutable::new(exe, program, &lowered, slot_of, shardings);
+        Ok(Arc::new(exe))
     }
 
     fn execute_placed(
@@ -264,16 +253,7 @@ impl Member for PjrtBackend {
                 op: "execute",
                 message: "an executable compiled for another backend or placement".into(),
             })?;
-        if args.vars.len() != pe.num_var_args {
-            return Err(Error::internal(
-                "pjrt execute",
-                format!(
-                    "{} size arguments for a program that takes {}",
-                    args.vars.len(),
-                    pe.num_var_args
-                ),
-            ));
-        }
+        pe.check_vars(args)?;
         let n = members.len();
         // Sizes known on the host become one device scalar per member.
         let mut host_sizes: Vec<Vec<DeviceBuffer>> = (0..n).map(|_| Vec::new()).collect();
