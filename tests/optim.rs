@@ -483,7 +483,8 @@ backend_test! {
     /// Gradients cleared right after the update are no results of the
     /// step's program (README, "Memory"): it returns the parameters and
     /// the loss only, where clearing them before the next step returns
-    /// the gradients too; both orders train the same values.
+    /// the gradients too, which the compile log says; both orders train
+    /// the same values.
     fn gradients_cleared_after_the_step_are_no_results() {
         let run = |clear_after: bool| {
             let (w, b) = params(&[0.1, -0.2, 0.3, 0.4, -0.5, 0.6], &[0.05, -0.05]);
@@ -502,7 +503,12 @@ backend_test! {
                 }
                 lazyxla::debug::clear_compile_cache();
                 mark_step().unwrap();
-                outputs.push(lazyxla::debug::compile_log().last().unwrap().outputs);
+                let entry = lazyxla::debug::compile_log().last().unwrap().clone();
+                // The log says which results are gradients, and why.
+                assert_eq!(entry.gradients, if clear_after { 0 } else { 2 });
+                let line = entry.to_string();
+                assert_eq!(line.contains("2 of them gradients kept alive: `zero_grad()` after"), !clear_after, "{line}");
+                outputs.push(entry.outputs);
                 assert_eq!(w.grad().is_some(), !clear_after);
                 drop(loss);
             }

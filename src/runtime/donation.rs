@@ -94,6 +94,10 @@ pub(crate) struct Holders {
     /// sharding, `runtime::sync`), so its tensors hold the constraint's
     /// operand and the sync's own list holds the constraint.
     pub pinned: Vec<bool>,
+    /// How many roots are the gradient of a tensor being synced
+    /// (`Tensor::grad`): results of the program only because they are
+    /// still alive at the sync (README, "Memory"); in the compile log.
+    pub gradients: usize,
 }
 
 /// What a sync's program donates.
@@ -309,6 +313,7 @@ mod tests {
             tensors: vec![1],
             updates: vec![(0, w.assigned_from().expect("assigned"))],
             pinned: Vec::new(),
+            gradients: 0,
         };
         let mut traced = trace_unkeyed(&roots, &[], &[]).unwrap();
         traced.donate(&roots, &holders);

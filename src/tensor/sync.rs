@@ -329,6 +329,7 @@ fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
         tensors: vec![0; roots.len()],
         updates: Vec::new(),
         pinned: Vec::new(),
+        gradients: 0,
     };
     let at: rustc_hash::FxHashMap<*const Node, usize> = roots
         .iter()
@@ -348,5 +349,14 @@ fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
             h.updates.push((j, old));
         }
     }
+    // A gradient is counted once however many tensors hold it.
+    let mut grads = rustc_hash::FxHashSet::default();
+    for t in tensors {
+        let grad = t.inner.grad.lock().as_ref().map(Tensor::node);
+        if let Some(&j) = grad.and_then(|g| at.get(&Arc::as_ptr(&g))) {
+            grads.insert(j);
+        }
+    }
+    h.gradients = grads.len();
     h
 }

@@ -121,15 +121,26 @@ pub struct CompileEntry {
     pub inputs: usize,
     /// Its outputs.
     pub outputs: usize,
+    /// How many of its outputs are gradients (`Tensor::grad`), results
+    /// only because they were still alive at the sync: clearing them
+    /// after the optimizer's step (`zero_grad()`), when nothing reads
+    /// them, leaves them out (README, "Memory").
+    pub gradients: usize,
     /// Time in the backend's compiler.
     pub compile_time: Duration,
 }
 
 impl fmt::Display for CompileEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gradients = match self.gradients {
+            0 => String::new(),
+            n => format!(
+                " ({n} of them gradients kept alive: `zero_grad()` after the optimizer's step leaves them out)"
+            ),
+        };
         write!(
             f,
-            "compiled at {} ({} nodes, {} inputs, {} outputs, {:.1} ms): {}",
+            "compiled at {} ({} nodes, {} inputs, {} outputs{gradients}, {:.1} ms): {}",
             self.site,
             self.nodes,
             self.inputs,

@@ -219,14 +219,15 @@ pub fn compile_log() -> Vec<CompileEntry> {
 }
 
 /// Records a compile of `program` for `device` (`locations[i]`: where
-/// node `i` was recorded; `key`: its cache key) that took `time`, with
-/// its cause.
+/// node `i` was recorded; `key`: its cache key; `gradients`: how many
+/// results are gradients kept alive) that took `time`, with its cause.
 pub(crate) fn compiled(
     device: usize,
     program: &Program,
     locations: &[&'static Location<'static>],
     key: &[u8],
     time: Duration,
+    gradients: usize,
 ) {
     let texts = crate::ir::print::node_texts(program);
     let summary = Summary {
@@ -271,6 +272,7 @@ pub(crate) fn compiled(
         nodes: program.nodes.len(),
         inputs: program.params.len(),
         outputs: program.outputs.len(),
+        gradients,
         compile_time: time,
     };
     if let Some(s) = site {
