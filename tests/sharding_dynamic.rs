@@ -123,6 +123,7 @@ backend_test! {
                 let e = mark_step().unwrap_err().to_string();
                 assert!(e.contains("splits dim 0 of size <=48 over 4 devices"), "{e}");
                 assert!(e.contains("mark_sharding"), "{e}");
+                common::take_dump(&e);
                 // Nothing lost: the input reads back whole.
                 assert_close(&xs.to_vec::<f32>().unwrap(), &x.to_vec::<f32>().unwrap(), 0.0);
             }

@@ -228,7 +228,8 @@ pub fn scratch() -> tempfile::TempDir {
 /// and tests leave none behind.
 pub fn take_dump(message: &str) -> String {
     let at = message.find("dumped to ").expect("dump path") + "dumped to ".len();
-    let hlo = std::path::Path::new(message[at..].trim_end_matches(')'));
+    // The path ends the parenthesis it is in (more may follow it).
+    let hlo = std::path::Path::new(message[at..].split(')').next().unwrap_or_default());
     let text = std::fs::read_to_string(hlo).unwrap();
     let _ = std::fs::remove_file(hlo);
     let _ = std::fs::remove_file(hlo.to_string_lossy().replace(".stablehlo.mlir", ".ir.txt"));
