@@ -170,8 +170,8 @@ pub(crate) trait Backend: Send + Sync {
         Placement::One
     }
 
-    /// Uploads one host array per replica (`hosts.len() == replicas()`),
-    /// each into a buffer of shape `bound`.
+    /// Uploads one host array per device of the placement, each into a
+    /// buffer of shape `bound`.
     fn upload_replicas(&self, hosts: &[HostArray], bound: &[usize]) -> Result<DeviceBuffer> {
         match hosts {
             [h] => self.upload(h, bound),
@@ -182,8 +182,7 @@ pub(crate) trait Backend: Send + Sync {
         }
     }
 
-    /// One size per replica (`sizes.len() == replicas()`) as a size
-    /// buffer, which [`SizeArg::Device`] passes to programs (a replicated
+    /// One size per device of the placement as a size buffer, which [`SizeArg::Device`] passes to programs (a replicated
     /// backend's per-replica sizes, from `parallel::shard`).
     fn upload_sizes(&self, sizes: &[i64]) -> Result<DeviceBuffer> {
         Err(crate::error::Error::internal(
