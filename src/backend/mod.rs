@@ -182,8 +182,9 @@ pub(crate) trait Backend: Send + Sync {
         }
     }
 
-    /// One size per device of the placement as a size buffer, which [`SizeArg::Device`] passes to programs (a replicated
-    /// backend's per-replica sizes, from `parallel::shard`).
+    /// One size per device of the placement as a size buffer, which
+    /// [`SizeArg::Device`] passes to programs (a replicated backend's
+    /// per-replica sizes, from `parallel::shard`).
     fn upload_sizes(&self, sizes: &[i64]) -> Result<DeviceBuffer> {
         Err(crate::error::Error::internal(
             "upload",
