@@ -80,8 +80,7 @@ use std::sync::Arc;
 
 /// Who, besides the graph itself, holds a sync's roots and old values:
 /// what the tensor layer tells the runtime about the tensors it rebinds.
-#[derive(Default)]
-pub(crate) struct Holders {
+pub(crate) struct Holders<'a> {
     /// Per root, in order: how many distinct tensors hold it as their
     /// value; this sync rebinds each of them to the root's result.
     pub tensors: Vec<usize>,
@@ -97,7 +96,9 @@ pub(crate) struct Holders {
     /// How many roots are the gradient of a tensor being synced
     /// (`Tensor::grad`): results of the program only because they are
     /// still alive at the sync (README, "Memory"); in the compile log.
-    pub gradients: usize,
+    /// Asked only when the program compiles: it reads every synced
+    /// tensor's gradient slot.
+    pub gradients: Box<dyn Fn() -> usize + 'a>,
 }
 
 /// What a sync's program donates.
@@ -313,7 +314,7 @@ mod tests {
             tensors: vec![1],
             updates: vec![(0, w.assigned_from().expect("assigned"))],
             pinned: Vec::new(),
-            gradients: 0,
+            gradients: Box::new(|| 0),
         };
         let mut traced = trace_unkeyed(&roots, &[], &[]).unwrap();
         traced.donate(&roots, &holders);

@@ -430,7 +430,7 @@ fn run(
                 &traced.locations(),
                 &traced.key,
                 start.elapsed(),
-                holders.map_or(0, |h| h.gradients),
+                holders.map_or(0, |h| (h.gradients)()),
             );
             cache::put(traced.key.clone(), exe.clone());
             exe

@@ -324,18 +324,14 @@ fn sync_program_undoing(tensors: &[Tensor], undo_to_pending: bool) -> Result<Opt
 /// root, how many of `tensors` (counted once each) hold it, and for those
 /// assigned since their last sync, the data leaf they held then.
 #[track_caller]
-fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
-    let mut h = sync::Holders {
-        tensors: vec![0; roots.len()],
-        updates: Vec::new(),
-        pinned: Vec::new(),
-        gradients: 0,
-    };
+fn holders<'a>(tensors: &'a [Tensor], roots: &[Arc<Node>]) -> sync::Holders<'a> {
     let at: rustc_hash::FxHashMap<*const Node, usize> = roots
         .iter()
         .enumerate()
         .map(|(j, r)| (Arc::as_ptr(r), j))
         .collect();
+    let mut counts = vec![0; roots.len()];
+    let mut updates = Vec::new();
     let mut seen = rustc_hash::FxHashSet::default();
     for t in tensors {
         if !seen.insert(Arc::as_ptr(&t.inner)) {
@@ -344,19 +340,27 @@ fn holders(tensors: &[Tensor], roots: &[Arc<Node>]) -> sync::Holders {
         let Some(j) = t.with_node(|n| at.get(&(n as *const Node)).copied()) else {
             continue;
         };
-        h.tensors[j] += 1;
+        counts[j] += 1;
         if let Some(old) = t.assigned_from() {
-            h.updates.push((j, old));
+            updates.push((j, old));
         }
     }
-    // A gradient is counted once however many tensors hold it.
-    let mut grads = rustc_hash::FxHashSet::default();
-    for t in tensors {
-        let grad = t.inner.grad.lock().as_ref().map(Tensor::node);
-        if let Some(&j) = grad.and_then(|g| at.get(&Arc::as_ptr(&g))) {
-            grads.insert(j);
+    // The runtime asks while it holds the roots, so their addresses still
+    // name them. A gradient is counted once however many tensors hold it.
+    let gradients = move || {
+        let mut grads = rustc_hash::FxHashSet::default();
+        for t in tensors {
+            let grad = t.inner.grad.lock().as_ref().map(Tensor::node);
+            if let Some(&j) = grad.and_then(|g| at.get(&Arc::as_ptr(&g))) {
+                grads.insert(j);
+            }
         }
+        grads.len()
+    };
+    sync::Holders {
+        tensors: counts,
+        updates,
+        pinned: Vec::new(),
+        gradients: Box::new(gradients),
     }
-    h.gradients = grads.len();
-    h
 }
