@@ -8,7 +8,6 @@
 //! function, so values in nested regions never shadow outer ones.
 
 use crate::ir::CmpOp;
-use std::fmt::Write;
 
 pub(crate) use super::types::{Elt, Ty};
 
@@ -22,17 +21,60 @@ pub(crate) struct V {
 
 /// `array<i64: 1, 2>`.
 pub(crate) fn arr(v: &[i64]) -> String {
-    if v.is_empty() {
-        return "array<i64>".into();
-    }
-    let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-    format!("array<i64: {}>", items.join(", "))
+    let mut s = String::with_capacity(12 + 4 * v.len());
+    push_arr(&mut s, v);
+    s
 }
 
 /// `[1, 2]`.
 pub(crate) fn list(v: &[i64]) -> String {
-    let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-    format!("[{}]", items.join(", "))
+    let mut s = String::with_capacity(2 + 4 * v.len());
+    s.push('[');
+    push_ints(&mut s, v);
+    s.push(']');
+    s
+}
+
+/// `array<i64: 1, 2>` appended to `s`.
+pub(crate) fn push_arr(s: &mut String, v: &[i64]) {
+    if v.is_empty() {
+        s.push_str("array<i64>");
+    } else {
+        s.push_str("array<i64: ");
+        push_ints(s, v);
+        s.push('>');
+    }
+}
+
+/// `%a, %b` appended to `s`: the values' names.
+fn push_names<'a>(s: &mut String, values: impl IntoIterator<Item = &'a V>) {
+    for (k, v) in values.into_iter().enumerate() {
+        if k > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&v.name);
+    }
+}
+
+/// `ta, tb` appended to `s`: the MLIR spellings of `tys`.
+fn push_types<'a>(s: &mut String, tys: impl IntoIterator<Item = &'a Ty>) {
+    for (k, t) in tys.into_iter().enumerate() {
+        if k > 0 {
+            s.push_str(", ");
+        }
+        t.push_to(s);
+    }
+}
+
+/// `1, 2` appended to `s`.
+fn push_ints(s: &mut String, v: &[i64]) {
+    let mut buf = itoa::Buffer::new();
+    for (k, x) in v.iter().enumerate() {
+        if k > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(buf.format(*x));
+    }
 }
 
 /// The name of result `i` of the op named `r` with `n` results: `%r#i`,
@@ -82,37 +124,32 @@ impl Builder {
         &mut self.text
     }
 
-    /// Writes `(a, b, ..) : (ta, tb, ..)`'s two lists: the operands'
-    /// names, then (after `between`) their types.
-    fn operands(&mut self, args: &[&V], between: &str) {
+    /// Writes `(a, b, ..) {attrs} : (ta, tb, ..)`: the operands' names,
+    /// the attributes unless there are none, then the operands' types.
+    fn operands(&mut self, args: &[&V], attrs: &str) {
         let t = &mut self.text;
         t.push('(');
-        for (k, a) in args.iter().enumerate() {
-            if k > 0 {
-                t.push_str(", ");
-            }
-            t.push_str(&a.name);
-        }
+        push_names(t, args.iter().copied());
         t.push(')');
-        t.push_str(between);
-        t.push('(');
-        for (k, a) in args.iter().enumerate() {
-            if k > 0 {
-                t.push_str(", ");
-            }
-            let _ = write!(t, "{}", a.ty);
+        if !attrs.is_empty() {
+            t.push_str(" {");
+            t.push_str(attrs);
+            t.push('}');
         }
+        t.push_str(" : (");
+        push_types(t, args.iter().map(|a| &a.ty));
         t.push(')');
     }
 
     pub fn fresh(&mut self) -> std::rc::Rc<str> {
         self.next += 1;
         // Written on the stack: one allocation a name, the Rc's.
-        let mut buf = [0u8; 24];
-        let mut w = &mut buf[..];
-        let _ = std::io::Write::write_fmt(&mut w, format_args!("%v{}", self.next));
-        let len = 24 - w.len();
-        std::rc::Rc::from(std::str::from_utf8(&buf[..len]).expect("ASCII"))
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(self.next).as_bytes();
+        let mut buf = [0u8; 2 + 20];
+        buf[..2].copy_from_slice(b"%v");
+        buf[2..2 + digits.len()].copy_from_slice(digits);
+        std::rc::Rc::from(std::str::from_utf8(&buf[..2 + digits.len()]).expect("ASCII"))
     }
 
     fn push(&mut self, line: String) {
@@ -123,14 +160,14 @@ impl Builder {
     /// Emits `%r = "dialect.op"(operands) {attrs} : (types) -> result`.
     fn generic(&mut self, dialect: &str, name: &str, args: &[&V], attrs: &str, ty: Ty) -> V {
         let r = self.fresh();
-        let _ = write!(self.line(), "{r} = \"{dialect}.{name}\"");
-        let between = if attrs.is_empty() {
-            " : ".to_string()
-        } else {
-            format!(" {{{attrs}}} : ")
-        };
-        self.operands(args, &between);
-        let _ = writeln!(self.text, " -> {ty}");
+        let line = self.line();
+        for part in [&*r, " = \"", dialect, ".", name, "\""] {
+            line.push_str(part);
+        }
+        self.operands(args, attrs);
+        self.text.push_str(" -> ");
+        ty.push_to(&mut self.text);
+        self.text.push('\n');
         V { name: r, ty }
     }
 
@@ -158,7 +195,6 @@ impl Builder {
         body: impl FnOnce(&mut Builder, &[V]) -> Vec<V>,
     ) -> Vec<V> {
         let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_ref()).collect();
         let block: Vec<V> = block_args
             .iter()
             .map(|&e| V {
@@ -166,43 +202,40 @@ impl Builder {
                 ty: Ty::scalar(e),
             })
             .collect();
-        let head = if results.len() == 1 {
-            format!("{r} = ")
-        } else {
-            format!("{r}:{} = ", results.len())
-        };
-        let sig: Vec<String> = block
-            .iter()
-            .map(|b| format!("{}: {}", b.name, b.ty.mlir()))
-            .collect();
-        self.push(format!(
-            "{head}\"stablehlo.{name}\"({}) ({{",
-            names.join(", ")
-        ));
-        self.push(format!("^bb0({}):", sig.join(", ")));
+        let line = self.line();
+        line.push_str(&r);
+        if results.len() != 1 {
+            line.push(':');
+            line.push_str(itoa::Buffer::new().format(results.len()));
+        }
+        for part in [" = \"stablehlo.", name, "\"("] {
+            line.push_str(part);
+        }
+        push_names(line, args.iter().copied());
+        line.push_str(") ({\n");
+        self.block_head(&block);
         self.indent += 1;
         let yielded = body(self, &block);
-        let yn: Vec<&str> = yielded.iter().map(|v| v.name.as_ref()).collect();
-        let yt: Vec<String> = yielded.iter().map(|v| v.ty.mlir()).collect();
-        self.push(format!(
-            "\"stablehlo.return\"({}) : ({}) -> ()",
-            yn.join(", "),
-            yt.join(", ")
-        ));
+        self.yield_values(&yielded);
         self.indent -= 1;
-        let tys: Vec<String> = args.iter().map(|a| a.ty.mlir()).collect();
-        let rts: Vec<String> = results.iter().map(|t| t.mlir()).collect();
-        let attrs = if attrs.is_empty() {
-            String::new()
+        let line = self.line();
+        line.push_str("})");
+        if !attrs.is_empty() {
+            line.push_str(" {");
+            line.push_str(attrs);
+            line.push('}');
+        }
+        line.push_str(" : (");
+        push_types(line, args.iter().map(|a| &a.ty));
+        line.push_str(") -> ");
+        if results.len() == 1 {
+            results[0].push_to(line);
         } else {
-            format!(" {{{attrs}}}")
-        };
-        let res = if results.len() == 1 {
-            rts[0].clone()
-        } else {
-            format!("({})", rts.join(", "))
-        };
-        self.push(format!("}}){attrs} : ({}) -> {res}", tys.join(", ")));
+            line.push('(');
+            push_types(line, results);
+            line.push(')');
+        }
+        line.push('\n');
         results
             .iter()
             .enumerate()
@@ -246,13 +279,24 @@ impl Builder {
                 ty: t.clone(),
             })
             .collect();
-        let sig: Vec<String> = args
-            .iter()
-            .map(|b| format!("{}: {}", b.name, b.ty.mlir()))
-            .collect();
-        self.push(format!("^bb0({}):", sig.join(", ")));
+        self.block_head(&args);
         self.indent += 1;
         args
+    }
+
+    /// Writes a block's head, `^bb0(%a: ta, %b: tb):`.
+    fn block_head(&mut self, args: &[V]) {
+        let line = self.line();
+        line.push_str("^bb0(");
+        for (k, a) in args.iter().enumerate() {
+            if k > 0 {
+                line.push_str(", ");
+            }
+            line.push_str(&a.name);
+            line.push_str(": ");
+            a.ty.push_to(line);
+        }
+        line.push_str("):\n");
     }
 
     /// Closes a block, yielding `values`.
@@ -263,13 +307,12 @@ impl Builder {
 
     /// Ends a region by yielding `values` (`stablehlo.return`).
     pub fn yield_values(&mut self, values: &[V]) {
-        let names: Vec<&str> = values.iter().map(|v| v.name.as_ref()).collect();
-        let tys: Vec<String> = values.iter().map(|v| v.ty.mlir()).collect();
-        self.push(format!(
-            "\"stablehlo.return\"({}) : ({}) -> ()",
-            names.join(", "),
-            tys.join(", ")
-        ));
+        let line = self.line();
+        line.push_str("\"stablehlo.return\"(");
+        push_names(line, values);
+        line.push_str(") : (");
+        push_types(line, values.iter().map(|v| &v.ty));
+        line.push_str(") -> ()\n");
     }
 
     /// Opens a `stablehlo.if` on the i1 scalar `pred`; returns its result
@@ -355,11 +398,19 @@ impl Builder {
     pub fn splat_lit(&mut self, lit: &str, ty: &Ty) -> V {
         let t = ty.bound();
         let r = self.fresh();
-        self.push(format!(
-            "{r} = \"stablehlo.constant\"() {{value = dense<{lit}> : {}}} : () -> {}",
-            t.mlir(),
-            t.mlir()
-        ));
+        let line = self.line();
+        for part in [
+            &*r,
+            " = \"stablehlo.constant\"() {value = dense<",
+            lit,
+            "> : ",
+        ] {
+            line.push_str(part);
+        }
+        t.push_to(line);
+        line.push_str("} : () -> ");
+        t.push_to(line);
+        line.push('\n');
         V { name: r, ty: t }
     }
 
@@ -413,11 +464,14 @@ impl Builder {
         } else {
             b.ty.with_elt(Elt::I1)
         };
-        let attrs = format!(
-            "comparison_direction = #stablehlo<comparison_direction {}>, compare_type = #stablehlo<comparison_type {}>",
+        let attrs = [
+            "comparison_direction = #stablehlo<comparison_direction ",
             direction(dir),
-            a.ty.elt.compare_type()
-        );
+            ">, compare_type = #stablehlo<comparison_type ",
+            a.ty.elt.compare_type(),
+            ">",
+        ]
+        .concat();
         self.op("compare", &[a, b], &attrs, ty)
     }
 
@@ -530,12 +584,9 @@ impl Builder {
     }
 
     pub fn broadcast_in_dim(&mut self, x: &V, dims: &[i64], ty: Ty) -> V {
-        self.op(
-            "broadcast_in_dim",
-            &[x],
-            &format!("broadcast_dimensions = {}", arr(dims)),
-            ty,
-        )
+        let mut attrs = String::from("broadcast_dimensions = ");
+        push_arr(&mut attrs, dims);
+        self.op("broadcast_in_dim", &[x], &attrs, ty)
     }
 
     pub fn transpose(&mut self, x: &V, perm: &[usize]) -> V {
@@ -613,15 +664,12 @@ impl Builder {
             dynamic: keep.iter().map(|&d| x.ty.dynamic[d]).collect(),
         };
         let ds: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let mut attrs = String::from("dimensions = ");
+        push_arr(&mut attrs, &ds);
         let e = x.ty.elt;
-        self.region_op(
-            "reduce",
-            &[x, init],
-            &format!("dimensions = {}", arr(&ds)),
-            &[e, e],
-            &[ty],
-            |b, args| vec![combine(b, &args[0], &args[1])],
-        )
+        self.region_op("reduce", &[x, init], &attrs, &[e, e], &[ty], |b, args| {
+            vec![combine(b, &args[0], &args[1])]
+        })
         .remove(0)
     }
 

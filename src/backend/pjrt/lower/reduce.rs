@@ -132,29 +132,7 @@ impl Ctx<'_> {
         let raw = dot.raw;
         let az = self.padded(a, None);
         let bz = self.padded(b, None);
-        let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
-        let batch: Vec<i64> = (0..dot.batch as i64).collect();
-        let mut dn = Vec::new();
-        if !batch.is_empty() {
-            dn.push(format!("lhs_batching_dimensions = {}", list(&batch)));
-            dn.push(format!("rhs_batching_dimensions = {}", list(&batch)));
-        }
-        if !dot.lhs_contract.is_empty() {
-            dn.push(format!(
-                "lhs_contracting_dimensions = {}",
-                list(&to_i64(&dot.lhs_contract))
-            ));
-            dn.push(format!(
-                "rhs_contracting_dimensions = {}",
-                list(&to_i64(&dot.rhs_contract))
-            ));
-        }
-        let mut attrs = format!("dot_dimension_numbers = #stablehlo.dot<{}>", dn.join(", "));
-        if let Some(level) = precision {
-            attrs.push_str(&format!(
-                ", precision_config = [#stablehlo<precision {level}>, #stablehlo<precision {level}>]"
-            ));
-        }
+        let attrs = dot_attrs(dot, precision);
         let wide = self.dot_through_backing((a, &sa, &az), (b, &sb, &bz), dot, raw, ty);
         let (az, bz, out_ty) = match &wide {
             Some(w) => (w.az.clone(), w.bz.clone(), w.out.clone()),
@@ -200,4 +178,41 @@ impl Ctx<'_> {
             _ => None,
         }
     }
+}
+
+/// A `dot_general`'s attributes: its dimension numbers and, when given,
+/// the `precision_config` level of both operands.
+fn dot_attrs(dot: &Dot, precision: Option<&str>) -> String {
+    let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
+    let batch: Vec<i64> = (0..dot.batch as i64).collect();
+    let mut parts: Vec<(&str, Vec<i64>)> = Vec::new();
+    if !batch.is_empty() {
+        parts.push(("lhs_batching_dimensions = ", batch.clone()));
+        parts.push(("rhs_batching_dimensions = ", batch));
+    }
+    if !dot.lhs_contract.is_empty() {
+        parts.push(("lhs_contracting_dimensions = ", to_i64(&dot.lhs_contract)));
+        parts.push(("rhs_contracting_dimensions = ", to_i64(&dot.rhs_contract)));
+    }
+    let mut attrs = String::from("dot_dimension_numbers = #stablehlo.dot<");
+    for (k, (name, dims)) in parts.iter().enumerate() {
+        if k > 0 {
+            attrs.push_str(", ");
+        }
+        attrs.push_str(name);
+        attrs.push_str(&list(dims));
+    }
+    attrs.push('>');
+    if let Some(level) = precision {
+        for part in [
+            ", precision_config = [#stablehlo<precision ",
+            level,
+            ">, #stablehlo<precision ",
+            level,
+            ">]",
+        ] {
+            attrs.push_str(part);
+        }
+    }
+    attrs
 }

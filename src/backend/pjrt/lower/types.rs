@@ -122,7 +122,7 @@ impl Elt {
 
 /// A tensor type: element type, dimensions (the bound for a dynamic one)
 /// and which dimensions are dynamic.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Ty {
     pub elt: Elt,
     pub dims: Dims,
@@ -176,36 +176,61 @@ impl Ty {
 
     /// The MLIR spelling.
     pub fn mlir(&self) -> String {
-        self.to_string()
+        let mut s = String::with_capacity(32);
+        self.push_to(&mut s);
+        s
+    }
+}
+
+impl Ty {
+    /// Appends the MLIR spelling to `s`: `tensor<2x?xf32,
+    /// #stablehlo.bounds<?, 6>>`. The emitter writes two or three types
+    /// an op, so this skips `fmt`'s machinery.
+    pub fn push_to(&self, s: &mut String) {
+        let mut buf = itoa::Buffer::new();
+        s.push_str("tensor<");
+        for (&d, &dy) in self.dims.iter().zip(&self.dynamic) {
+            if dy {
+                s.push_str("?x");
+            } else {
+                s.push_str(buf.format(d));
+                s.push('x');
+            }
+        }
+        s.push_str(self.elt.mlir());
+        if self.is_dynamic() {
+            s.push_str(", #stablehlo.bounds<");
+            for (k, (&d, &dy)) in self.dims.iter().zip(&self.dynamic).enumerate() {
+                if k > 0 {
+                    s.push_str(", ");
+                }
+                if dy {
+                    s.push_str(buf.format(d));
+                } else {
+                    s.push('?');
+                }
+            }
+            s.push('>');
+        }
+        s.push('>');
+    }
+}
+
+impl Clone for Ty {
+    // By slice copies: the derived clone goes element by element, and the
+    // lowering clones a type for nearly every value it reads.
+    fn clone(&self) -> Ty {
+        Ty {
+            elt: self.elt,
+            dims: SmallVec::from_slice(&self.dims),
+            dynamic: SmallVec::from_slice(&self.dynamic),
+        }
     }
 }
 
 impl std::fmt::Display for Ty {
-    /// The MLIR spelling: `tensor<2x?xf32, #stablehlo.bounds<?, 6>>`.
+    /// The MLIR spelling ([`Ty::push_to`]).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("tensor<")?;
-        for (d, &dy) in self.dims.iter().zip(&self.dynamic) {
-            if dy {
-                f.write_str("?x")?;
-            } else {
-                write!(f, "{d}x")?;
-            }
-        }
-        f.write_str(self.elt.mlir())?;
-        if self.is_dynamic() {
-            f.write_str(", #stablehlo.bounds<")?;
-            for (k, (d, &dy)) in self.dims.iter().zip(&self.dynamic).enumerate() {
-                if k > 0 {
-                    f.write_str(", ")?;
-                }
-                if dy {
-                    write!(f, "{d}")?;
-                } else {
-                    f.write_str("?")?;
-                }
-            }
-            f.write_str(">")?;
-        }
-        f.write_str(">")
+        f.write_str(&self.mlir())
     }
 }
