@@ -212,8 +212,13 @@ impl<'p> Rewrite<'p> {
 
     /// Old node `i` copied, its inputs renumbered; its new index.
     pub fn copy(&mut self, i: usize) -> usize {
-        let mut n = self.old.nodes[i].clone();
-        n.inputs = n.inputs.iter().map(|&j| self.value(j)).collect();
+        let old = &self.old.nodes[i];
+        let n = PNode {
+            op: old.op.clone(),
+            inputs: old.inputs.iter().map(|&j| self.value(j)).collect(),
+            dtype: old.dtype,
+            shape: old.shape.clone(),
+        };
         let k = self.push(n);
         self.place(i, k);
         k
