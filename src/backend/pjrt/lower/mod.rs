@@ -188,11 +188,17 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     };
     let i32t = Ty::scalar(Elt::I32);
     let aliased = aliased_results(program)?;
+    // Per parameter: its buffer's dims, its sharding and the result
+    // written into its buffer (looked up once each: a training step has
+    // as many aliases as parameters).
+    let buffers = by_index(program.params.len(), &program.param_buffers);
+    let shardings = by_index(program.params.len(), &program.param_shardings);
+    let alias_of = by_index(program.params.len(), &aliased);
     let mut params = Vec::new();
     for (k, &p) in program.params.iter().enumerate() {
         let n = &program.nodes[p];
         let ty = node_ty(n.dtype, &n.shape);
-        let buffer = match program.param_buffers.iter().find(|(q, _)| *q == k) {
+        let buffer = match buffers[k] {
             Some((_, dims)) => Ty {
                 dims: dims.iter().map(|&d| d as i64).collect(),
                 ..ty.bound()
@@ -201,12 +207,12 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         };
         let mut data = arg(&buffer, &mut sig);
         let mut attrs = Vec::new();
-        match program.param_shardings.iter().find(|(q, _)| *q == k) {
+        match shardings[k] {
             Some((_, s)) => attrs.push(format!("mhlo.sharding = \"{}\"", s.hlo())),
             None if spmd => attrs.push("mhlo.sharding = \"{replicated}\"".to_string()),
             None => {}
         }
-        if let Some(&(_, result)) = aliased.iter().find(|&&(param, _)| param == k) {
+        if let Some(&(_, result)) = alias_of[k] {
             // XLA writes the result into this parameter's buffer when the
             // caller donates it (JAX's `donate_argnums` says the same).
             attrs.push(format!("tf.aliasing_output = {result} : i32"));
@@ -247,6 +253,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
 
     let mut results: Vec<V> = Vec::new();
     let mut output_dynamic = Vec::new();
+    let output_buffers = by_index(program.outputs.len(), &program.output_buffers);
     for (k, &o) in program.outputs.iter().enumerate() {
         let v = ctx.value(o)?;
         let dyn_dims: Vec<usize> = (0..v.ty.rank()).filter(|&d| v.ty.dynamic[d]).collect();
@@ -256,7 +263,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             let bound = ctx.b.i32c(v.ty.dims[d]);
             s = ctx.b.set_size(&s, d, &bound, false);
         }
-        if let Some((_, dims)) = program.output_buffers.iter().find(|(q, _)| *q == k) {
+        if let Some((_, dims)) = output_buffers[k] {
             // A bucketed result: its bucket's buffer is longer than the
             // bound (the padding is never read).
             if let Some(w) = ctx.result_from_backing(&v, &s, dims) {
@@ -307,7 +314,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         .collect();
     if spmd {
         for &(k, position) in &aliased {
-            let sharding = match program.param_shardings.iter().find(|(q, _)| *q == k) {
+            let sharding = match shardings[k] {
                 Some((_, s)) => format!(" {{mhlo.sharding = \"{}\"}}", s.hlo()),
                 None => REPLICATED.to_string(),
             };
@@ -340,8 +347,30 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
 /// Each donated parameter (`Program::aliases`) with the position of its
 /// result among the function's results (a result is followed by one size
 /// per dynamic dimension). Both must have one type and buffer shape.
+/// `items`, `(index, item)` pairs, by index for indices below `n`; the
+/// first of several with one index wins, as `Iterator::find` would.
+fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
+    let mut out = vec![None; n];
+    for it in items.iter().rev() {
+        if let Some(slot) = out.get_mut(it.0) {
+            *slot = Some(it);
+        }
+    }
+    out
+}
+
 fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(program.aliases.len());
+    // Where each output's value sits among the executable's outputs.
+    let positions: Vec<usize> = program
+        .outputs
+        .iter()
+        .scan(0, |at, &q| {
+            let here = *at;
+            *at += crate::backend::ExecOutputs::of_result(&program.nodes[q].shape);
+            Some(here)
+        })
+        .collect();
     for &(k, o) in &program.aliases {
         let (Some(&p), Some(&r)) = (program.params.get(k), program.outputs.get(o)) else {
             return Err(Error::internal("pjrt lowering", "an alias out of range"));
@@ -365,11 +394,7 @@ fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
                 "a donated parameter and its result differ in type or buffer shape",
             ));
         }
-        let position = program.outputs[..o]
-            .iter()
-            .map(|&q| crate::backend::ExecOutputs::of_result(&program.nodes[q].shape))
-            .sum();
-        out.push((k, position));
+        out.push((k, positions[o]));
     }
     Ok(out)
 }
