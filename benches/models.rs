@@ -36,8 +36,10 @@ fn timed(steps: usize, mut step: impl FnMut(usize) -> f64) -> (f64, f64, f64, f6
     std::hint::black_box(step(0));
     let first = t.elapsed().as_secs_f64() * 1e3;
     let compile = compiled() - before;
-    for i in 1..4 {
-        std::hint::black_box(step(i));
+    // Three warm-up steps, on the inputs of steps 1..=steps (fewer than
+    // three steps repeat them).
+    for i in 0..3 {
+        std::hint::black_box(step(1 + i % steps));
     }
     let mut times = Vec::with_capacity(steps);
     let cpu = cpu_ms();
@@ -58,7 +60,11 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let workload = args.first().map(String::as_str).unwrap_or("topk");
-    let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let steps = args
+        .get(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50)
+        .max(1);
     if let Ok(level) = std::env::var("MATMUL_PRECISION") {
         if let Err(e) = lazyxla::set_float32_matmul_precision(&level) {
             eprintln!("MATMUL_PRECISION: {e}");
