@@ -145,29 +145,31 @@ fn vector_times_transposed(program: &Program, i: usize) -> bool {
 /// The pass (see the module docs).
 pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
     let swapped = swapped_dots(program, pinned);
-    let dropped: std::collections::HashSet<usize> =
-        swapped.iter().flatten().map(|s| s.dot).collect();
+    // Per node: whether it is a dot a swapped transpose replaces.
+    let mut dropped = vec![false; program.nodes.len()];
+    for s in swapped.iter().flatten() {
+        dropped[s.dot] = true;
+    }
     // A transpose swapped into a dot is no transpose to fold or turn.
     let plain_transpose = |t: usize| swapped[t].is_none();
     let folded: Vec<Option<(usize, Dot)>> = (0..program.nodes.len())
         .map(|i| {
-            folded_rhs_transpose(program, i)
-                .filter(|(t, _)| !dropped.contains(&i) && plain_transpose(*t))
+            folded_rhs_transpose(program, i).filter(|(t, _)| !dropped[i] && plain_transpose(*t))
         })
         .collect();
     let turned: Vec<bool> = (0..program.nodes.len())
         .map(|i| {
-            !dropped.contains(&i)
+            !dropped[i]
                 && vector_times_transposed(program, i)
                 && plain_transpose(program.nodes[i].inputs[1])
         })
         .collect();
-    if dropped.is_empty() && folded.iter().all(Option::is_none) && !turned.contains(&true) {
+    if !dropped.contains(&true) && folded.iter().all(Option::is_none) && !turned.contains(&true) {
         return None;
     }
     let mut r = Rewrite::new(program);
     for (i, n) in program.nodes.iter().enumerate() {
-        if dropped.contains(&i) {
+        if dropped[i] {
             continue;
         }
         let Op::Dot(dot) = &n.op else {
