@@ -29,10 +29,15 @@ pub(crate) fn arr(v: &[i64]) -> String {
 /// `[1, 2]`.
 pub(crate) fn list(v: &[i64]) -> String {
     let mut s = String::with_capacity(2 + 4 * v.len());
-    s.push('[');
-    push_ints(&mut s, v);
-    s.push(']');
+    push_list(&mut s, v);
     s
+}
+
+/// `[1, 2]` appended to `s`.
+pub(crate) fn push_list(s: &mut String, v: &[i64]) {
+    s.push('[');
+    push_ints(s, v);
+    s.push(']');
 }
 
 /// `array<i64: 1, 2>` appended to `s`.

@@ -1,7 +1,7 @@
 //! Reductions, arg-reductions and matrix products, on static views with
 //! the padding set to a value that cannot change the result.
 
-use super::emit::{list, Builder, Elt, Ty, V};
+use super::emit::{push_list, Builder, Elt, Ty, V};
 use super::Ctx;
 use crate::ir::dot::Side;
 use crate::ir::program::MatmulPrecision;
@@ -183,24 +183,27 @@ impl Ctx<'_> {
 /// A `dot_general`'s attributes: its dimension numbers and, when given,
 /// the `precision_config` level of both operands.
 fn dot_attrs(dot: &Dot, precision: Option<&str>) -> String {
-    let to_i64 = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<i64>>();
-    let batch: Vec<i64> = (0..dot.batch as i64).collect();
-    let mut parts: Vec<(&str, Vec<i64>)> = Vec::new();
+    type Dims = smallvec::SmallVec<[i64; 6]>;
+    let batch: Dims = (0..dot.batch as i64).collect();
+    let lhs: Dims = dot.lhs_contract.iter().map(|&d| d as i64).collect();
+    let rhs: Dims = dot.rhs_contract.iter().map(|&d| d as i64).collect();
+    let mut fields: smallvec::SmallVec<[(&str, &[i64]); 4]> = smallvec::SmallVec::new();
     if !batch.is_empty() {
-        parts.push(("lhs_batching_dimensions = ", batch.clone()));
-        parts.push(("rhs_batching_dimensions = ", batch));
+        fields.push(("lhs_batching_dimensions = ", &batch));
+        fields.push(("rhs_batching_dimensions = ", &batch));
     }
-    if !dot.lhs_contract.is_empty() {
-        parts.push(("lhs_contracting_dimensions = ", to_i64(&dot.lhs_contract)));
-        parts.push(("rhs_contracting_dimensions = ", to_i64(&dot.rhs_contract)));
+    if !lhs.is_empty() {
+        fields.push(("lhs_contracting_dimensions = ", &lhs));
+        fields.push(("rhs_contracting_dimensions = ", &rhs));
     }
-    let mut attrs = String::from("dot_dimension_numbers = #stablehlo.dot<");
-    for (k, (name, dims)) in parts.iter().enumerate() {
+    let mut attrs = String::with_capacity(160);
+    attrs.push_str("dot_dimension_numbers = #stablehlo.dot<");
+    for (k, (name, dims)) in fields.iter().enumerate() {
         if k > 0 {
             attrs.push_str(", ");
         }
         attrs.push_str(name);
-        attrs.push_str(&list(dims));
+        push_list(&mut attrs, dims);
     }
     attrs.push('>');
     if let Some(level) = precision {
