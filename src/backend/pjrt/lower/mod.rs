@@ -772,3 +772,16 @@ fn empty_value(op: &Op, ty: &Ty) -> bool {
                 | Op::ReduceScatter { .. }
         )
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn by_index_keeps_the_first_item_of_an_index_and_skips_those_out_of_range() {
+        let items = [(2, 'a'), (0, 'b'), (2, 'c'), (5, 'd')];
+        let got: Vec<Option<char>> = super::by_index(3, &items)
+            .iter()
+            .map(|o| o.map(|&(_, c)| c))
+            .collect();
+        assert_eq!(got, vec![Some('b'), None, Some('a')]);
+    }
+}
