@@ -7,6 +7,12 @@
 # Usage:
 #   scripts/soak.sh          # 2 copies x 10 rounds: 20 runs under load
 #   scripts/soak.sh 5 3      # 3 copies x 5 rounds
+#   SOAK_RESUME=1 scripts/soak.sh   # go on with a soak that was stopped
+#
+# A soak of 20 runs takes longer than most sittings, so it can be
+# resumed: with SOAK_RESUME=1 each copy starts after the runs the summary
+# already lists, provided the summary is of the same commit (its first
+# line names it) and none of them failed.
 #
 # The tests are built once first; the copies then share the build (cargo
 # holds its lock while it builds, not while tests run). Each run's output
@@ -35,14 +41,27 @@ export LAZYXLA_REQUIRE_PJRT="${LAZYXLA_REQUIRE_PJRT:-1}"
 logs="${CARGO_TARGET_DIR:-target}/soak-logs"
 mkdir -p "$logs"
 summary="$logs/summary.log"
-: >"$summary"
+commit="commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ "${SOAK_RESUME:-0}" = 1 ] && [ -s "$summary" ]; then
+    if [ "$(head -n 1 "$summary")" != "$commit" ]; then
+        echo "soak: $summary is of another commit ($(head -n 1 "$summary")); run without SOAK_RESUME" >&2
+        exit 2
+    fi
+    if grep -q FAILED "$summary"; then
+        echo "soak: $summary lists a failed run; run without SOAK_RESUME" >&2
+        exit 2
+    fi
+else
+    echo "$commit" >"$summary"
+fi
 cargo test --no-run --quiet
 echo "soak: $copies copies x $rounds rounds of cargo test, logs in $logs"
 start=$(date +%s)
 
 copy() {
-    local c="$1" r log t0
-    for ((r = 1; r <= rounds; r++)); do
+    local c="$1" r log t0 done
+    done=$(grep -c "^copy $c run " "$summary" || true)
+    for ((r = done + 1; r <= rounds; r++)); do
         log="$logs/copy-$c-run-$r.log"
         t0=$(date +%s)
         if cargo test --no-fail-fast >"$log" 2>&1; then
@@ -61,7 +80,7 @@ for p in "${pids[@]}"; do
     wait "$p"
 done
 cat "$summary"
-runs=$(grep -c "" "$summary")
+runs=$(grep -c "^copy " "$summary" || true)
 failed=$(grep -c "FAILED" "$summary" || true)
 echo "soak: $runs runs, $failed failed ($(($(date +%s) - start)) s)"
 if [ "$failed" -ne 0 ]; then
