@@ -71,6 +71,19 @@ fn push_types<'a>(s: &mut String, tys: impl IntoIterator<Item = &'a Ty>) {
     }
 }
 
+/// ` {attrs} : (ta, tb)` appended to `s`: the attributes unless there
+/// are none, then the operands' types.
+fn push_attrs_and_types(s: &mut String, attrs: &str, args: &[&V]) {
+    if !attrs.is_empty() {
+        s.push_str(" {");
+        s.push_str(attrs);
+        s.push('}');
+    }
+    s.push_str(" : (");
+    push_types(s, args.iter().map(|a| &a.ty));
+    s.push(')');
+}
+
 /// `1, 2` appended to `s`.
 fn push_ints(s: &mut String, v: &[i64]) {
     let mut buf = itoa::Buffer::new();
@@ -136,14 +149,7 @@ impl Builder {
         t.push('(');
         push_names(t, args.iter().copied());
         t.push(')');
-        if !attrs.is_empty() {
-            t.push_str(" {");
-            t.push_str(attrs);
-            t.push('}');
-        }
-        t.push_str(" : (");
-        push_types(t, args.iter().map(|a| &a.ty));
-        t.push(')');
+        push_attrs_and_types(t, attrs, args);
     }
 
     pub fn fresh(&mut self) -> std::rc::Rc<str> {
@@ -225,14 +231,8 @@ impl Builder {
         self.indent -= 1;
         let line = self.line();
         line.push_str("})");
-        if !attrs.is_empty() {
-            line.push_str(" {");
-            line.push_str(attrs);
-            line.push('}');
-        }
-        line.push_str(" : (");
-        push_types(line, args.iter().map(|a| &a.ty));
-        line.push_str(") -> ");
+        push_attrs_and_types(line, attrs, args);
+        line.push_str(" -> ");
         if results.len() == 1 {
             results[0].push_to(line);
         } else {
