@@ -344,9 +344,6 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     })
 }
 
-/// Each donated parameter (`Program::aliases`) with the position of its
-/// result among the function's results (a result is followed by one size
-/// per dynamic dimension). Both must have one type and buffer shape.
 /// `items`, `(index, item)` pairs, by index for indices below `n`; the
 /// first of several with one index wins, as `Iterator::find` would.
 fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
@@ -359,6 +356,9 @@ fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
     out
 }
 
+/// Each donated parameter (`Program::aliases`) with the position of its
+/// result among the function's results (a result is followed by one size
+/// per dynamic dimension). Both must have one type and buffer shape.
 fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(program.aliases.len());
     // Where each output's value sits among the executable's outputs.

@@ -180,9 +180,7 @@ impl Ty {
         self.push_to(&mut s);
         s
     }
-}
 
-impl Ty {
     /// Appends the MLIR spelling to `s`: `tensor<2x?xf32,
     /// #stablehlo.bounds<?, 6>>`. The emitter writes two or three types
     /// an op, so this skips `fmt`'s machinery.
