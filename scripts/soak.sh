@@ -59,9 +59,9 @@ echo "soak: $copies copies x $rounds rounds of cargo test, logs in $logs"
 start=$(date +%s)
 
 copy() {
-    local c="$1" r log t0 done
-    done=$(grep -c "^copy $c run " "$summary" || true)
-    for ((r = done + 1; r <= rounds; r++)); do
+    local c="$1" r log t0 passed
+    passed=$(grep -c "^copy $c run " "$summary" || true)
+    for ((r = passed + 1; r <= rounds; r++)); do
         log="$logs/copy-$c-run-$r.log"
         t0=$(date +%s)
         if cargo test --no-fail-fast >"$log" 2>&1; then
