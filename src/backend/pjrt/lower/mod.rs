@@ -187,11 +187,12 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         v
     };
     let i32t = Ty::scalar(Elt::I32);
-    let aliased = aliased_results(program)?;
     // Per parameter: its buffer's dims, its sharding and the result
-    // written into its buffer (looked up once each: a training step has
-    // as many aliases as parameters).
+    // written into its buffer; per output, its buffer's dims (looked up
+    // once each: a training step has as many aliases as parameters).
     let buffers = by_index(program.params.len(), &program.param_buffers);
+    let output_buffers = by_index(program.outputs.len(), &program.output_buffers);
+    let aliased = aliased_results(program, &buffers, &output_buffers)?;
     let shardings = by_index(program.params.len(), &program.param_shardings);
     let alias_of = by_index(program.params.len(), &aliased);
     let mut params = Vec::new();
@@ -253,7 +254,6 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
 
     let mut results: Vec<V> = Vec::new();
     let mut output_dynamic = Vec::new();
-    let output_buffers = by_index(program.outputs.len(), &program.output_buffers);
     for (k, &o) in program.outputs.iter().enumerate() {
         let v = ctx.value(o)?;
         let dyn_dims: Vec<usize> = (0..v.ty.rank()).filter(|&d| v.ty.dynamic[d]).collect();
@@ -359,7 +359,13 @@ fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
 /// Each donated parameter (`Program::aliases`) with the position of its
 /// result among the function's results (a result is followed by one size
 /// per dynamic dimension). Both must have one type and buffer shape.
-fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
+/// `param_buffers` and `output_buffers` are the program's, by index
+/// ([`by_index`]).
+fn aliased_results(
+    program: &Program,
+    param_buffers: &[Option<&(usize, Vec<usize>)>],
+    output_buffers: &[Option<&(usize, Vec<usize>)>],
+) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(program.aliases.len());
     // Where each output's value sits among the executable's outputs.
     let positions: Vec<usize> = program
@@ -379,16 +385,11 @@ fn aliased_results(program: &Program) -> Result<Vec<(usize, usize)>> {
         // The buffers must match: a dynamic value's is its bound, or its
         // bucket's buffer (an appended cache and the cache it extends).
         let buffer =
-            |n: &crate::ir::program::PNode, given: &[(usize, Vec<usize>)], q: usize| match given
-                .iter()
-                .find(|(j, _)| *j == q)
-            {
+            |n: &crate::ir::program::PNode, given: Option<&(usize, Vec<usize>)>| match given {
                 Some((_, dims)) => dims.clone(),
                 None => n.shape.iter().map(|e| e.hi().max(0) as usize).collect(),
             };
-        if pn.dtype != rn.dtype
-            || buffer(pn, &program.param_buffers, k) != buffer(rn, &program.output_buffers, o)
-        {
+        if pn.dtype != rn.dtype || buffer(pn, param_buffers[k]) != buffer(rn, output_buffers[o]) {
             return Err(Error::internal(
                 "pjrt lowering",
                 "a donated parameter and its result differ in type or buffer shape",
