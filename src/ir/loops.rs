@@ -513,7 +513,7 @@ pub(crate) fn trace(
                     dtype: n.dtype,
                     data: LeafData::detached(),
                 },
-                inputs: Vec::new(),
+                inputs: Default::default(),
                 dtype: n.dtype,
                 shape: n.shape.clone(),
             })
@@ -534,7 +534,7 @@ pub(crate) fn trace(
                         op: Op::Reshape {
                             shape: x.shape.clone(),
                         },
-                        inputs: vec![p],
+                        inputs: smallvec::smallvec![p],
                         dtype: x.dtype,
                         shape: x.shape.clone(),
                     });
@@ -565,7 +565,7 @@ pub(crate) fn trace(
                     index.insert(Arc::as_ptr(n), nodes.len());
                     nodes.push(PNode {
                         op: n.op.clone(),
-                        inputs: Vec::new(),
+                        inputs: Default::default(),
                         dtype: n.dtype,
                         shape: n.shape.clone(),
                     });
@@ -577,7 +577,7 @@ pub(crate) fn trace(
                 .inputs
                 .iter()
                 .map(|x| at(x, &index))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<_>>()?;
             // Recorded without gradients (`detach`, `no_grad`) from values
             // that carry them.
             let stops_here = !n.requires_grad

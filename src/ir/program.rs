@@ -12,12 +12,17 @@ use crate::symint::var::{Renumbering, VAR_TAG};
 use crate::symint::{Shape, VarRef};
 use std::hash::{Hash, Hasher};
 
+/// A program node's operands: inline up to three, as nearly every op's
+/// are (passes copy and drop whole programs; a node should not allocate
+/// for them).
+pub(crate) type PInputs = smallvec::SmallVec<[usize; 3]>;
+
 /// One node of a program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PNode {
     pub op: Op,
     /// Indices of operand nodes (all smaller than this node's index).
-    pub inputs: Vec<usize>,
+    pub inputs: PInputs,
     pub dtype: DType,
     pub shape: Shape,
 }

@@ -176,7 +176,7 @@ pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
             if let Some(s) = &swapped[i] {
                 let k = r.push(PNode {
                     op: Op::Dot(s.form.clone()),
-                    inputs: vec![r.value(s.lhs), r.value(s.rhs)],
+                    inputs: smallvec::smallvec![r.value(s.lhs), r.value(s.rhs)],
                     dtype: n.dtype,
                     shape: n.shape.clone(),
                 });
@@ -189,7 +189,10 @@ pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
         if let Some((t, form)) = &folded[i] {
             let k = r.push(PNode {
                 op: Op::Dot(form.clone()),
-                inputs: vec![r.value(n.inputs[0]), r.value(program.nodes[*t].inputs[0])],
+                inputs: smallvec::smallvec![
+                    r.value(n.inputs[0]),
+                    r.value(program.nodes[*t].inputs[0])
+                ],
                 dtype: n.dtype,
                 shape: n.shape.clone(),
             });
@@ -226,14 +229,14 @@ fn turn_around(r: &mut Rewrite, program: &Program, i: usize, dot: &Dot) -> usize
         .collect();
     let d = r.push(PNode {
         op: Op::Dot(form),
-        inputs: vec![r.value(w), r.value(a)],
+        inputs: smallvec::smallvec![r.value(w), r.value(a)],
         dtype: n.dtype,
         shape,
     });
     let perm: Vec<usize> = (fb..fb + fa).chain(0..fb).collect();
     r.push(PNode {
         op: Op::Transpose { perm },
-        inputs: vec![d],
+        inputs: smallvec::smallvec![d],
         dtype: n.dtype,
         shape: n.shape.clone(),
     })

@@ -164,7 +164,7 @@ pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
                     fill,
                     shared: false,
                 },
-                inputs: vec![copy.inputs[slot]],
+                inputs: smallvec::smallvec![copy.inputs[slot]],
                 dtype: from.dtype,
                 shape: from.shape.clone(),
             });

@@ -94,7 +94,7 @@ pub(crate) fn run(program: &Program, pinned: &mut [usize]) -> Option<Program> {
                     fill: PadFill::Zero,
                     shared: true,
                 },
-                inputs: vec![k],
+                inputs: smallvec::smallvec![k],
                 dtype: n.dtype,
                 shape: n.shape.clone(),
             });

@@ -236,7 +236,7 @@ pub(crate) fn compiled(
             .zip(locations)
             .map(|((op, ty), &l)| (op, ty, l))
             .collect(),
-        inputs: program.nodes.iter().map(|n| n.inputs.clone()).collect(),
+        inputs: program.nodes.iter().map(|n| n.inputs.to_vec()).collect(),
         params: program.params.clone(),
     };
     let site = site();

@@ -67,7 +67,7 @@ impl Ctx<'_> {
             None if !from.ty.is_dynamic() => from.clone(),
             None => return,
         };
-        self.backing.insert(to.name.clone(), w);
+        self.backing.insert(to.name, w);
     }
 
     /// `ins` concatenated along the dynamic `dim` in the buffer backing

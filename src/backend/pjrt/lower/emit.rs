@@ -9,13 +9,13 @@
 
 use crate::ir::CmpOp;
 
+pub(crate) use super::name::Name;
 pub(crate) use super::types::{Elt, Ty};
 
 /// An SSA value with its type.
 #[derive(Clone, Debug)]
 pub(crate) struct V {
-    /// `%v12`, `%arg0`, `%v7#1`: shared, as values are cloned for each use.
-    pub name: std::rc::Rc<str>,
+    pub name: Name,
     pub ty: Ty,
 }
 
@@ -57,7 +57,7 @@ fn push_names<'a>(s: &mut String, values: impl IntoIterator<Item = &'a V>) {
         if k > 0 {
             s.push_str(", ");
         }
-        s.push_str(&v.name);
+        v.name.push_to(s);
     }
 }
 
@@ -92,15 +92,6 @@ fn push_ints(s: &mut String, v: &[i64]) {
             s.push_str(", ");
         }
         s.push_str(buf.format(*x));
-    }
-}
-
-/// The name of result `i` of the op named `r` with `n` results: `%r#i`,
-/// or `%r` for a single one.
-pub(crate) fn result_name(r: &str, n: usize, i: usize) -> String {
-    match n {
-        1 => r.to_string(),
-        _ => format!("{r}#{i}"),
     }
 }
 
@@ -152,15 +143,9 @@ impl Builder {
         push_attrs_and_types(t, attrs, args);
     }
 
-    pub fn fresh(&mut self) -> std::rc::Rc<str> {
+    pub fn fresh(&mut self) -> Name {
         self.next += 1;
-        // Written on the stack: one allocation a name, the Rc's.
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(self.next).as_bytes();
-        let mut buf = [0u8; 2 + 20];
-        buf[..2].copy_from_slice(b"%v");
-        buf[2..2 + digits.len()].copy_from_slice(digits);
-        std::rc::Rc::from(std::str::from_utf8(&buf[..2 + digits.len()]).expect("ASCII"))
+        Name::value(self.next)
     }
 
     fn push(&mut self, line: String) {
@@ -172,7 +157,8 @@ impl Builder {
     fn generic(&mut self, dialect: &str, name: &str, args: &[&V], attrs: &str, ty: Ty) -> V {
         let r = self.fresh();
         let line = self.line();
-        for part in [&*r, " = \"", dialect, ".", name, "\""] {
+        r.push_to(line);
+        for part in [" = \"", dialect, ".", name, "\""] {
             line.push_str(part);
         }
         self.operands(args, attrs);
@@ -214,7 +200,7 @@ impl Builder {
             })
             .collect();
         let line = self.line();
-        line.push_str(&r);
+        r.push_to(line);
         if results.len() != 1 {
             line.push(':');
             line.push_str(itoa::Buffer::new().format(results.len()));
@@ -245,11 +231,7 @@ impl Builder {
             .iter()
             .enumerate()
             .map(|(i, t)| V {
-                name: if results.len() == 1 {
-                    r.clone()
-                } else {
-                    format!("{r}#{i}").into()
-                },
+                name: r.result(results.len(), i),
                 ty: t.clone(),
             })
             .collect()
@@ -261,17 +243,17 @@ impl Builder {
     /// (the condition yields an i1, the body the new state), separated by
     /// [`next_region`](Builder::next_region), and
     /// [`close_while`](Builder::close_while).
-    pub fn open_while(&mut self, args: &[V]) -> std::rc::Rc<str> {
+    pub fn open_while(&mut self, args: &[V]) -> Name {
         let r = self.fresh();
-        let names: Vec<&str> = args.iter().map(|a| a.name.as_ref()).collect();
-        let head = match args.len() {
-            1 => format!("{r} = "),
-            n => format!("{r}:{n} = "),
-        };
-        self.push(format!(
-            "{head}\"stablehlo.while\"({}) ({{",
-            names.join(", ")
-        ));
+        let line = self.line();
+        r.push_to(line);
+        if args.len() != 1 {
+            line.push(':');
+            line.push_str(itoa::Buffer::new().format(args.len()));
+        }
+        line.push_str(" = \"stablehlo.while\"(");
+        push_names(line, args);
+        line.push_str(") ({\n");
         r
     }
 
@@ -297,7 +279,7 @@ impl Builder {
             if k > 0 {
                 line.push_str(", ");
             }
-            line.push_str(&a.name);
+            a.name.push_to(line);
             line.push_str(": ");
             a.ty.push_to(line);
         }
@@ -326,7 +308,7 @@ impl Builder {
     /// and separated by [`else_region`](Builder::else_region), and
     /// [`close_if`](Builder::close_if). The regions see the enclosing
     /// body's values; what a region defines is not visible after it.
-    pub fn open_if(&mut self, pred: &V) -> std::rc::Rc<str> {
+    pub fn open_if(&mut self, pred: &V) -> Name {
         let r = self.fresh();
         self.push(format!("{r} = \"stablehlo.if\"({}) ({{", pred.name));
         self.indent += 1;
@@ -342,13 +324,10 @@ impl Builder {
 
     /// Closes the `stablehlo.if` named `r` on `pred`, whose regions yield
     /// one value of type `ty`; returns it.
-    pub fn close_if(&mut self, r: &str, pred: &V, ty: Ty) -> V {
+    pub fn close_if(&mut self, r: Name, pred: &V, ty: Ty) -> V {
         self.indent -= 1;
         self.push(format!("}}) : ({}) -> {}", pred.ty.mlir(), ty.mlir()));
-        V {
-            name: r.to_string().into(),
-            ty,
-        }
+        V { name: r, ty }
     }
 
     /// Between the regions of a multi-region op.
@@ -358,7 +337,7 @@ impl Builder {
 
     /// Closes the `stablehlo.while` named `r` whose state has types
     /// `tys`; returns its results.
-    pub fn close_while(&mut self, r: &str, tys: &[Ty]) -> Vec<V> {
+    pub fn close_while(&mut self, r: Name, tys: &[Ty]) -> Vec<V> {
         let ts: Vec<String> = tys.iter().map(|t| t.mlir()).collect();
         let res = match ts.len() {
             1 => ts[0].clone(),
@@ -368,7 +347,7 @@ impl Builder {
         tys.iter()
             .enumerate()
             .map(|(i, t)| V {
-                name: result_name(r, tys.len(), i).into(),
+                name: r.result(tys.len(), i),
                 ty: t.clone(),
             })
             .collect()
@@ -392,7 +371,7 @@ impl Builder {
             indices.mlir()
         ));
         V {
-            name: format!("{r}#1").into(),
+            name: r.result(2, 1),
             ty: indices,
         }
     }
@@ -404,12 +383,8 @@ impl Builder {
         let t = ty.bound();
         let r = self.fresh();
         let line = self.line();
-        for part in [
-            &*r,
-            " = \"stablehlo.constant\"() {value = dense<",
-            lit,
-            "> : ",
-        ] {
+        r.push_to(line);
+        for part in [" = \"stablehlo.constant\"() {value = dense<", lit, "> : "] {
             line.push_str(part);
         }
         t.push_to(line);

@@ -69,7 +69,7 @@ impl Ctx<'_> {
             }
         };
         self.b.yield_values(&[slow]);
-        self.b.close_if(&r, &ok, out)
+        self.b.close_if(r, &ok, out)
     }
 
     /// An i1 scalar: every element of the static `x` is finite.

@@ -27,7 +27,7 @@
 //!
 //! A body result whose bound is below its carry's is padded to it.
 
-use super::emit::{result_name, Elt, Ty, V};
+use super::emit::{Elt, Ty, V};
 use super::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::loops::{Carry, Loop, LoopKind, Trip};
@@ -432,7 +432,7 @@ impl Ctx<'_> {
             yielded.extend([at, lhs, rhs]);
         }
         self.b.end_block(&yielded);
-        let results = self.b.close_while(&r, &tys);
+        let results = self.b.close_while(r, &tys);
 
         if let Some(s) = lay.status {
             let (at, lhs, rhs) = (&results[s], &results[s + 1], &results[s + 2]);
@@ -520,7 +520,7 @@ impl Ctx<'_> {
             let mut buf_ty = ty.clone();
             buf_ty.dynamic = smallvec::smallvec![false; ty.rank()];
             let buf = V {
-                name: result_name(&token.name, lay.len, at).into(),
+                name: token.name.result(lay.len, at),
                 ty: buf_ty,
             };
             // A stack as long as a dynamic trip count.
@@ -528,7 +528,7 @@ impl Ctx<'_> {
                 LoopKind::Fori {
                     trip: Trip::Size(j),
                 } => Some(V {
-                    name: result_name(&token.name, lay.len, lay.outer + j).into(),
+                    name: token.name.result(lay.len, lay.outer + j),
                     ty: Ty::scalar(Elt::I32),
                 }),
                 _ => None,
@@ -538,7 +538,7 @@ impl Ctx<'_> {
         let c = &l.carries[index];
         let at = lay.carries[index];
         let buf = V {
-            name: result_name(&token.name, lay.len, at).into(),
+            name: token.name.result(lay.len, at),
             ty: carry_ty(c),
         };
         let mut sizes = Vec::with_capacity(ty.rank());
@@ -547,7 +547,7 @@ impl Ctx<'_> {
             sizes.push(d.is_dynamic().then(|| {
                 next += 1;
                 V {
-                    name: result_name(&token.name, lay.len, next - 1).into(),
+                    name: token.name.result(lay.len, next - 1),
                     ty: Ty::scalar(Elt::I32),
                 }
             }));

@@ -75,6 +75,7 @@ mod index;
 mod loops;
 mod masked;
 mod math;
+mod name;
 mod padding;
 mod reduce;
 mod shape;
@@ -91,7 +92,7 @@ use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
 pub(crate) use collective::collective_replicas;
-use emit::{Builder, Elt, Ty, V};
+use emit::{Builder, Elt, Name, Ty, V};
 use std::collections::HashMap;
 
 /// A lowered program and the layout of its results.
@@ -129,10 +130,10 @@ pub(super) struct Ctx<'p> {
     /// holds (i1) and its two sizes (see [`Ctx::check_status`]).
     pub(super) checks: Vec<(V, V, V)>,
     /// What is known of each value's padding, by SSA name (`padding`).
-    pads: HashMap<std::rc::Rc<str>, padding::Padding>,
+    pads: HashMap<Name, padding::Padding>,
     /// The static buffer at whose front each value's elements sit, by
     /// SSA name, where known (`backing`).
-    backing: HashMap<std::rc::Rc<str>, V>,
+    backing: HashMap<Name, V>,
     /// Their masks and counts, once defined.
     masks: HashMap<u64, masked::MaskVar>,
     /// The precision of `f32` products: the program's, also in its loops'
@@ -175,7 +176,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     let mut sig: Vec<String> = Vec::new();
     let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
         let v = V {
-            name: format!("%arg{}", sig.len()).into(),
+            name: Name::arg(sig.len()),
             ty: ty.clone(),
         };
         sig.push(format!("{}: {}", v.name, ty.mlir()));
@@ -294,7 +295,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         None => false,
     };
 
-    let names: Vec<&str> = results.iter().map(|v| v.name.as_ref()).collect();
+    let names: Vec<String> = results.iter().map(|v| v.name.to_string()).collect();
     let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
     // In an SPMD program the scalars after each result (its sizes, the
     // size outputs, the status) are whole on every device.

@@ -46,7 +46,7 @@ impl Ctx<'_> {
             .filter_map(|d| self.masked_dim(i, d).map(|m| (d, m)))
             .collect();
         if !masked.is_empty() {
-            self.pads.entry(v.name.clone()).or_default().masked = masked;
+            self.pads.entry(v.name).or_default().masked = masked;
         }
     }
 
@@ -55,13 +55,13 @@ impl Ctx<'_> {
     pub(super) fn same_padding(&mut self, from: &V, to: &V) {
         if let Some(p) = self.pads.get(&from.name) {
             let p = p.clone();
-            self.pads.insert(to.name.clone(), p);
+            self.pads.insert(to.name, p);
         }
     }
 
     /// Records that `v`'s padding holds `fill` along `dims`.
     pub(super) fn note_fill(&mut self, v: &V, fill: PadFill, dims: &[usize]) {
-        self.pads.entry(v.name.clone()).or_default().filled = Some((fill, dims.to_vec()));
+        self.pads.entry(v.name).or_default().filled = Some((fill, dims.to_vec()));
     }
 
     /// True when dim `d` of `x` has padding (it is dynamic or masked).
