@@ -167,13 +167,16 @@ impl Traced<'_> {
     /// those this execution donates (see `runtime::donation`); called
     /// before [`Traced::compute_key`].
     pub fn donate(&mut self, roots: &[Arc<Node>], holders: &super::donation::Holders) {
-        let out_buffers: Vec<Vec<usize>> = (0..self.outputs.len())
-            .map(
-                |k| match self.output_buffers.iter().find(|(q, _)| *q == k) {
-                    Some((_, dims)) => dims.clone(),
-                    None => self.order[self.outputs[k]].bounds(),
-                },
-            )
+        // Each output's buffer: a bucketed one where written, else its
+        // bounds (one pass over the written ones, not a search each).
+        let mut written: Vec<Option<&Vec<usize>>> = vec![None; self.outputs.len()];
+        for (q, dims) in &self.output_buffers {
+            written[*q] = Some(dims);
+        }
+        let out_buffers: Vec<Vec<usize>> = written
+            .iter()
+            .zip(&self.outputs)
+            .map(|(w, &o)| w.cloned().unwrap_or_else(|| self.order[o].bounds()))
             .collect();
         let graph = super::donation::Graph {
             order: &self.order,
