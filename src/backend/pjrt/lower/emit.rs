@@ -15,6 +15,8 @@ pub(crate) use super::types::{Elt, Ty};
 /// An SSA value with its type.
 #[derive(Clone, Debug)]
 pub(crate) struct V {
+    /// `%v12`, `%arg0`, `%v7#1`: copied with the value, written out where
+    /// it is an operand.
     pub name: Name,
     pub ty: Ty,
 }

@@ -23,7 +23,7 @@ impl Name {
     /// `%v<id>`.
     pub fn value(id: usize) -> Name {
         Name {
-            id: id as u32,
+            id: small(id),
             arg: false,
             result: None,
         }
@@ -32,7 +32,7 @@ impl Name {
     /// `%arg<k>`.
     pub fn arg(k: usize) -> Name {
         Name {
-            id: k as u32,
+            id: small(k),
             arg: true,
             result: None,
         }
@@ -44,7 +44,7 @@ impl Name {
         match n {
             1 => self,
             _ => Name {
-                result: Some(i as u32),
+                result: Some(small(i)),
                 ..self
             },
         }
@@ -60,6 +60,12 @@ impl Name {
             s.push_str(buf.format(k));
         }
     }
+}
+
+/// `n` as a name's number: a function has far fewer than 2^32 values
+/// (each is a line of text).
+fn small(n: usize) -> u32 {
+    u32::try_from(n).expect("fewer than 2^32 values in a function")
 }
 
 impl fmt::Display for Name {
