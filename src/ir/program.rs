@@ -183,6 +183,18 @@ impl Program {
     }
 }
 
+/// `items`, `(index, item)` pairs, by index for indices below `n`; the
+/// first of several with one index wins, as `Iterator::find` would.
+pub(crate) fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
+    let mut out = vec![None; n];
+    for it in items.iter().rev() {
+        if let Some(slot) = out.get_mut(it.0) {
+            *slot = Some(it);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use crate::runtime::canonical::trace;
@@ -199,5 +211,15 @@ mod tests {
             let t = trace(&roots, &[], &[]).unwrap();
             assert_eq!(t.key, t.program().key());
         });
+    }
+
+    #[test]
+    fn by_index_keeps_the_first_item_of_an_index_and_skips_those_out_of_range() {
+        let items = [(2, 'a'), (0, 'b'), (2, 'c'), (5, 'd')];
+        let got: Vec<Option<char>> = super::by_index(3, &items)
+            .iter()
+            .map(|o| o.map(|&(_, c)| c))
+            .collect();
+        assert_eq!(got, vec![Some('b'), None, Some('a')]);
     }
 }

@@ -168,15 +168,15 @@ impl Traced<'_> {
     /// before [`Traced::compute_key`].
     pub fn donate(&mut self, roots: &[Arc<Node>], holders: &super::donation::Holders) {
         // Each output's buffer: a bucketed one where written, else its
-        // bounds (one pass over the written ones, not a search each).
-        let mut written: Vec<Option<&Vec<usize>>> = vec![None; self.outputs.len()];
-        for (q, dims) in &self.output_buffers {
-            written[*q] = Some(dims);
-        }
+        // bounds (looked up once each, not searched per output).
+        let written = crate::ir::program::by_index(self.outputs.len(), &self.output_buffers);
         let out_buffers: Vec<Vec<usize>> = written
             .iter()
             .zip(&self.outputs)
-            .map(|(w, &o)| w.cloned().unwrap_or_else(|| self.order[o].bounds()))
+            .map(|(w, &o)| match w {
+                Some((_, dims)) => dims.clone(),
+                None => self.order[o].bounds(),
+            })
             .collect();
         let graph = super::donation::Graph {
             order: &self.order,

@@ -86,6 +86,16 @@ fn push_attrs_and_types(s: &mut String, attrs: &str, args: &[&V]) {
     s.push(')');
 }
 
+/// The results of the op named `r` with `n` of them, `%r` or `%r:n`,
+/// appended to `s`.
+fn push_results(s: &mut String, r: Name, n: usize) {
+    r.push_to(s);
+    if n != 1 {
+        s.push(':');
+        s.push_str(itoa::Buffer::new().format(n));
+    }
+}
+
 /// `1, 2` appended to `s`.
 fn push_ints(s: &mut String, v: &[i64]) {
     let mut buf = itoa::Buffer::new();
@@ -202,11 +212,7 @@ impl Builder {
             })
             .collect();
         let line = self.line();
-        r.push_to(line);
-        if results.len() != 1 {
-            line.push(':');
-            line.push_str(itoa::Buffer::new().format(results.len()));
-        }
+        push_results(line, r, results.len());
         for part in [" = \"stablehlo.", name, "\"("] {
             line.push_str(part);
         }
@@ -248,11 +254,7 @@ impl Builder {
     pub fn open_while(&mut self, args: &[V]) -> Name {
         let r = self.fresh();
         let line = self.line();
-        r.push_to(line);
-        if args.len() != 1 {
-            line.push(':');
-            line.push_str(itoa::Buffer::new().format(args.len()));
-        }
+        push_results(line, r, args.len());
         line.push_str(" = \"stablehlo.while\"(");
         push_names(line, args);
         line.push_str(") ({\n");

@@ -87,7 +87,7 @@ mod window;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ir::passes::zone_masks::same_padded_layout;
-use crate::ir::program::{Program, VarSource};
+use crate::ir::program::{by_index, Program, VarSource};
 use crate::ir::CmpOp;
 use crate::ir::Op;
 use crate::symint::SizeExpr;
@@ -343,18 +343,6 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             std::borrow::Cow::Borrowed(_) => None,
         },
     })
-}
-
-/// `items`, `(index, item)` pairs, by index for indices below `n`; the
-/// first of several with one index wins, as `Iterator::find` would.
-fn by_index<X>(n: usize, items: &[(usize, X)]) -> Vec<Option<&(usize, X)>> {
-    let mut out = vec![None; n];
-    for it in items.iter().rev() {
-        if let Some(slot) = out.get_mut(it.0) {
-            *slot = Some(it);
-        }
-    }
-    out
 }
 
 /// Each donated parameter (`Program::aliases`) with the position of its
@@ -773,17 +761,4 @@ fn empty_value(op: &Op, ty: &Ty) -> bool {
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
         )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn by_index_keeps_the_first_item_of_an_index_and_skips_those_out_of_range() {
-        let items = [(2, 'a'), (0, 'b'), (2, 'c'), (5, 'd')];
-        let got: Vec<Option<char>> = super::by_index(3, &items)
-            .iter()
-            .map(|o| o.map(|&(_, c)| c))
-            .collect();
-        assert_eq!(got, vec![Some('b'), None, Some('a')]);
-    }
 }
