@@ -57,6 +57,11 @@ pub(crate) struct Pass {
     pub name: &'static str,
     /// The rewrite.
     pub run: fn(&Program, &mut [usize]) -> Option<Program>,
+    /// True when the pass only acts on padding: a program whose every
+    /// size is a constant has none, and the pass is not run on it (most
+    /// training steps are static; the sweep is a tenth of a large
+    /// program's lowering).
+    pub padding_only: bool,
 }
 
 /// The passes the PJRT backend runs before lowering, in order.
@@ -64,22 +69,27 @@ pub(crate) const LOWERING: &[Pass] = &[
     Pass {
         name: "shared_fill",
         run: shared_fill::run,
+        padding_only: true,
     },
     Pass {
         name: "dot_forms",
         run: dot_forms::run,
+        padding_only: false,
     },
     Pass {
         name: "checked_dot",
         run: checked_dot::run,
+        padding_only: true,
     },
     Pass {
         name: "zone_masks",
         run: zone_masks::run,
+        padding_only: true,
     },
     Pass {
         name: "operand_fills",
         run: operand_fills::run,
+        padding_only: true,
     },
 ];
 
@@ -100,12 +110,32 @@ pub(crate) fn run_passes(
     pinned: &mut [usize],
 ) -> Option<Program> {
     let mut cur = in_loops(passes, program);
+    let padded = has_padding(program);
     for pass in passes {
-        if let Some(p) = (pass.run)(cur.as_ref().unwrap_or(program), pinned) {
+        let p = cur.as_ref().unwrap_or(program);
+        if pass.padding_only && !padded {
+            debug_assert!(
+                (pass.run)(p, &mut pinned.to_vec()).is_none(),
+                "{} rewrote a program without padding",
+                pass.name
+            );
+            continue;
+        }
+        if let Some(p) = (pass.run)(p, pinned) {
             cur = Some(p);
         }
     }
     cur
+}
+
+/// True when some value of `program` has a dimension of symbolic size,
+/// whose padding a pass may fill (the passes keep every node's shape, so
+/// this holds for their results too).
+fn has_padding(program: &Program) -> bool {
+    program
+        .nodes
+        .iter()
+        .any(|n| n.shape.iter().any(|e| e.as_const().is_none()))
 }
 
 /// `program` with `passes` run on the body and condition of each loop;

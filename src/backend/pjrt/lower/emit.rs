@@ -54,7 +54,7 @@ pub(crate) fn push_arr(s: &mut String, v: &[i64]) {
 }
 
 /// `%a, %b` appended to `s`: the values' names.
-fn push_names<'a>(s: &mut String, values: impl IntoIterator<Item = &'a V>) {
+pub(super) fn push_names<'a>(s: &mut String, values: impl IntoIterator<Item = &'a V>) {
     for (k, v) in values.into_iter().enumerate() {
         if k > 0 {
             s.push_str(", ");
@@ -64,7 +64,7 @@ fn push_names<'a>(s: &mut String, values: impl IntoIterator<Item = &'a V>) {
 }
 
 /// `ta, tb` appended to `s`: the MLIR spellings of `tys`.
-fn push_types<'a>(s: &mut String, tys: impl IntoIterator<Item = &'a Ty>) {
+pub(super) fn push_types<'a>(s: &mut String, tys: impl IntoIterator<Item = &'a Ty>) {
     for (k, t) in tys.into_iter().enumerate() {
         if k > 0 {
             s.push_str(", ");

@@ -174,17 +174,27 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     let program: &Program = &passed;
     let mut ctx = Ctx::new(Builder::new(), program);
     let mut sig: Vec<String> = Vec::new();
-    let arg = |ty: &Ty, sig: &mut Vec<String>| -> V {
+    // An argument of type `ty`, its entry (`%argK: type`) added to `sig`
+    // with `attrs` (the SPMD ones if none are given).
+    let arg = |ty: &Ty, attrs: &[String], sig: &mut Vec<String>| -> V {
         let v = V {
             name: Name::arg(sig.len()),
             ty: ty.clone(),
         };
-        sig.push(format!("{}: {}", v.name, ty.mlir()));
-        if spmd {
-            if let Some(last) = sig.last_mut() {
-                last.push_str(REPLICATED);
+        let mut entry = String::with_capacity(48);
+        v.name.push_to(&mut entry);
+        entry.push_str(": ");
+        ty.push_to(&mut entry);
+        match attrs {
+            [] if spmd => entry.push_str(REPLICATED),
+            [] => {}
+            attrs => {
+                entry.push_str(" {");
+                entry.push_str(&attrs.join(", "));
+                entry.push('}');
             }
         }
+        sig.push(entry);
         v
     };
     let i32t = Ty::scalar(Elt::I32);
@@ -207,7 +217,6 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             },
             None => ty.bound(),
         };
-        let mut data = arg(&buffer, &mut sig);
         let mut attrs = Vec::new();
         match shardings[k] {
             Some((_, s)) => attrs.push(format!("mhlo.sharding = \"{}\"", s.hlo())),
@@ -219,12 +228,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
             // caller donates it (JAX's `donate_argnums` says the same).
             attrs.push(format!("tf.aliasing_output = {result} : i32"));
         }
-        if let Some(last) = sig.last_mut() {
-            *last = format!("{}: {}", data.name, data.ty.mlir());
-            if !attrs.is_empty() {
-                last.push_str(&format!(" {{{}}}", attrs.join(", ")));
-            }
-        }
+        let mut data = arg(&buffer, &attrs, &mut sig);
         // A bucketed buffer is longer than the bound: read its first
         // `bound` elements along each such dim.
         for d in 0..ty.rank() {
@@ -236,7 +240,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         }
         let sizes: Vec<V> = (0..ty.rank())
             .filter(|&d| ty.dynamic[d])
-            .map(|_| arg(&i32t, &mut sig))
+            .map(|_| arg(&i32t, &[], &mut sig))
             .collect();
         params.push((data, sizes));
     }
@@ -249,7 +253,9 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         })
         .max()
         .unwrap_or(0);
-    let var_args = (0..num_var_args).map(|_| arg(&i32t, &mut sig)).collect();
+    let var_args = (0..num_var_args)
+        .map(|_| arg(&i32t, &[], &mut sig))
+        .collect();
     ctx.enter(params, var_args);
     ctx.lower_nodes()?;
 
@@ -295,44 +301,51 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
         None => false,
     };
 
-    let names: Vec<String> = results.iter().map(|v| v.name.to_string()).collect();
-    let tys: Vec<String> = results.iter().map(|v| v.ty.mlir()).collect();
     // In an SPMD program the scalars after each result (its sizes, the
-    // size outputs, the status) are whole on every device.
-    let mut scalar = vec![true; results.len()];
-    let mut at = 0;
-    for d in &output_dynamic {
-        scalar[at] = false;
-        at += 1 + d;
-    }
-    let mut result_tys: Vec<String> = tys
-        .iter()
-        .zip(&scalar)
-        .map(|(t, &s)| match spmd && s {
-            true => format!("{t}{REPLICATED}"),
-            false => t.clone(),
-        })
-        .collect();
+    // size outputs, the status) are whole on every device, and a result
+    // written into a donated parameter's buffer is split as that
+    // parameter; the other results' shardings are XLA's to choose.
+    let mut result_shardings: Vec<Option<String>> = Vec::new();
     if spmd {
+        result_shardings = vec![Some(REPLICATED.to_string()); results.len()];
+        let mut at = 0;
+        for d in &output_dynamic {
+            result_shardings[at] = None;
+            at += 1 + d;
+        }
         for &(k, position) in &aliased {
-            let sharding = match shardings[k] {
+            result_shardings[position] = Some(match shardings[k] {
                 Some((_, s)) => format!(" {{mhlo.sharding = \"{}\"}}", s.hlo()),
                 None => REPLICATED.to_string(),
-            };
-            result_tys[position] = format!("{}{sharding}", tys[position]);
+            });
         }
     }
-    let mut text = format!(
-        "func.func @main({}) -> ({}) {{\n",
-        sig.join(", "),
-        result_tys.join(", ")
-    );
-    text.push_str(&ctx.b.text);
-    text.push_str(&format!(
-        "  \"func.return\"({}) : ({}) -> ()\n}}\n",
-        names.join(", "),
-        tys.join(", ")
-    ));
+    let body = &ctx.b.text;
+    let mut text = String::with_capacity(body.len() + 48 * (sig.len() + 2 * results.len()) + 64);
+    text.push_str("func.func @main(");
+    for (k, entry) in sig.iter().enumerate() {
+        if k > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(entry);
+    }
+    text.push_str(") -> (");
+    for (k, v) in results.iter().enumerate() {
+        if k > 0 {
+            text.push_str(", ");
+        }
+        v.ty.push_to(&mut text);
+        if let Some(Some(sharding)) = result_shardings.get(k) {
+            text.push_str(sharding);
+        }
+    }
+    text.push_str(") {\n");
+    text.push_str(body);
+    text.push_str("  \"func.return\"(");
+    emit::push_names(&mut text, &results);
+    text.push_str(") : (");
+    emit::push_types(&mut text, results.iter().map(|v| &v.ty));
+    text.push_str(") -> ()\n}\n");
     Ok(Lowered {
         text,
         output_dynamic,
