@@ -11,8 +11,10 @@
 //!
 //! [`LOWERING`] is the list the PJRT backend runs, in order, on every
 //! program it lowers (`backend::pjrt::lower`), the programs of its device
-//! loops included. Each pass decides on the program it is given, exactly
-//! as the emitter decided on the traced program before the pass existed:
+//! loops included; the passes that only fill padding are skipped where
+//! every size is a constant. Each pass decides on the program it is
+//! given, exactly as the emitter decided on the traced program before the
+//! pass existed:
 //!
 //! 1. [`shared_fill`]: a value whose padding several products or sums
 //!    zero gets it zeroed once, where it is defined.
