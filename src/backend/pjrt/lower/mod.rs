@@ -323,12 +323,7 @@ pub(crate) fn lower_with(program: &Program, spmd: bool) -> Result<Lowered> {
     let body = &ctx.b.text;
     let mut text = String::with_capacity(body.len() + 48 * (sig.len() + 2 * results.len()) + 64);
     text.push_str("func.func @main(");
-    for (k, entry) in sig.iter().enumerate() {
-        if k > 0 {
-            text.push_str(", ");
-        }
-        text.push_str(entry);
-    }
+    text.push_str(&sig.join(", "));
     text.push_str(") -> (");
     for (k, v) in results.iter().enumerate() {
         if k > 0 {
